@@ -1,0 +1,614 @@
+//! The raw-data contract: every record the collector, the simulated engine and the vLLM
+//! step-timing plugin write, and that the analysis reads. This module is the only place the
+//! on-disk shapes are defined; DESIGN.md ("Raw-data contract") documents the same fields.
+//!
+//! Layout of a results root (one sweep):
+//!
+//! ```text
+//! <root>/
+//!   MANIFEST.md                 one row per server launch (human-readable, appended)
+//!   manifest.jsonl              the same rows, machine-readable (ManifestRow)
+//!   profile.toml                the profile the sweep ran with (copied in)
+//!   reference_rates.json        ReferenceRates, written between Phase A and Phase B
+//!   preflight/                  verify_<config>.log + preflight_status.json (PreflightStatus)
+//!   <YYYYMMDD-HHMMSS>_<config>_l<k>/      one directory per server launch ("run")
+//!     config.json               RunConfig
+//!     launch.sh                 the exact command that started the server
+//!     vllm_stdout.log, vllm_stderr.log
+//!     env.txt                   pip freeze, vLLM version + git SHA, GPU, driver, CPU governor
+//!     requests_<phase>_<cell>.jsonl[.zst]     RequestRecord, one per line
+//!     metrics_<phase>_<cell>.jsonl[.zst]      MetricsSample, one per line
+//!     engine_step_<phase>_<cell>.jsonl[.zst]  StepRecord, one per line
+//!     summary.json              RunSummary (collector health per cell + per-cell statistics)
+//!   analysis/                   written by `ctax analyze`
+//! ```
+//!
+//! All `*_ns` times are nanoseconds on ONE clock: Linux `CLOCK_MONOTONIC`, the clock behind
+//! Python's `time.perf_counter_ns()` / `time.monotonic_ns()`, so collector, /metrics sampler and
+//! the engine's step log can be laid on one time axis. Wall-clock anchors are kept separately
+//! (`RunSummary::cells[*].wall_start_unix_ms`) for humans only.
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped when a field changes meaning or a required field is added.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Phases of the sweep. File names use [`Phase::tag`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Phase {
+    /// Rate sweep at one shape (finds saturation per config).
+    A,
+    /// Shape sweep at `ref_safe`.
+    B,
+    /// Optional shape sweep at `ref_load` for the priority configs (the seed's "Phase B'").
+    #[serde(rename = "Bp")]
+    Bp,
+    /// Pre-flight verification requests (never analysed as a cell).
+    #[serde(rename = "preflight")]
+    Preflight,
+}
+
+impl Phase {
+    pub fn tag(self) -> &'static str {
+        match self {
+            Phase::A => "A",
+            Phase::B => "B",
+            Phase::Bp => "Bp",
+            Phase::Preflight => "preflight",
+        }
+    }
+    pub fn from_tag(s: &str) -> Option<Phase> {
+        match s {
+            "A" => Some(Phase::A),
+            "B" => Some(Phase::B),
+            "Bp" => Some(Phase::Bp),
+            "preflight" => Some(Phase::Preflight),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.tag())
+    }
+}
+
+/// Arrival process of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrival {
+    /// Fixed interval 1/rate (the seed's default).
+    #[default]
+    Fixed,
+    /// Exponential gaps with mean 1/rate, seeded.
+    Poisson,
+}
+
+/// One cell: an offered rate and a request shape. Its name is [`Cell::name`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Offered rate, requests per second.
+    pub rate: f64,
+    /// Prompt length in tokens (exact).
+    pub input_len: u32,
+    /// `max_tokens` with `ignore_eos`, i.e. the exact output length.
+    pub output_len: u32,
+}
+
+impl Cell {
+    /// `r<rate>_i<input>_o<output>`, rate printed without trailing zeros (`r0.5_i4096_o256`).
+    pub fn name(&self) -> String {
+        format!("r{}_i{}_o{}", fmt_rate(self.rate), self.input_len, self.output_len)
+    }
+
+    /// Parses a name written by [`Cell::name`].
+    pub fn parse(name: &str) -> Option<Cell> {
+        let mut rate = None;
+        let mut input = None;
+        let mut output = None;
+        for part in name.split('_') {
+            let (k, v) = part.split_at_checked(1)?;
+            match k {
+                "r" => rate = v.parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0),
+                "i" => input = v.parse::<u32>().ok(),
+                "o" => output = v.parse::<u32>().ok(),
+                _ => return None,
+            }
+        }
+        Some(Cell { rate: rate?, input_len: input?, output_len: output? })
+    }
+}
+
+/// Formats a rate the way file names and tables show it: shortest exact decimal.
+pub fn fmt_rate(rate: f64) -> String {
+    let s = format!("{rate}");
+    s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
+}
+
+/// `requests_<phase>_<cell>.jsonl` and friends.
+pub fn file_name(kind: FileKind, phase: Phase, cell: &str) -> String {
+    format!("{}_{}_{}.jsonl", kind.prefix(), phase.tag(), cell)
+}
+
+/// The three per-cell raw file kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    Requests,
+    Metrics,
+    EngineStep,
+}
+
+impl FileKind {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            FileKind::Requests => "requests",
+            FileKind::Metrics => "metrics",
+            FileKind::EngineStep => "engine_step",
+        }
+    }
+    pub const ALL: [FileKind; 3] = [FileKind::Requests, FileKind::Metrics, FileKind::EngineStep];
+}
+
+/// Splits `requests_A_r4_i4096_o256.jsonl[.zst]` into (kind, phase, cell).
+pub fn parse_file_name(name: &str) -> Option<(FileKind, Phase, String)> {
+    let stem = name.strip_suffix(".zst").unwrap_or(name).strip_suffix(".jsonl")?;
+    for kind in FileKind::ALL {
+        if let Some(rest) = stem.strip_prefix(kind.prefix()).and_then(|r| r.strip_prefix('_')) {
+            let (phase, cell) = rest.split_once('_')?;
+            let phase = Phase::from_tag(phase)?;
+            Cell::parse(cell)?;
+            return Some((kind, phase, cell.to_owned()));
+        }
+    }
+    None
+}
+
+/// How a request ended. Every request the schedule produced gets exactly one record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// HTTP 200, stream ended with `[DONE]`, the server's usage says `completion_tokens` tokens.
+    Ok,
+    /// Not sent: the in-flight cap was reached at its intended send time.
+    Dropped,
+    /// Non-200 HTTP status (body excerpt in `error`).
+    HttpError,
+    /// TCP connect refused / reset before any response byte.
+    ConnectError,
+    /// No byte for `request_timeout_s`, or the stream exceeded it.
+    Timeout,
+    /// The stream carried an error event, broke off, or ended without `[DONE]`.
+    StreamError,
+    /// Still in flight when the cell's drain deadline passed; the client cancelled it.
+    Cancelled,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Dropped => "dropped",
+            Status::HttpError => "http_error",
+            Status::ConnectError => "connect_error",
+            Status::Timeout => "timeout",
+            Status::StreamError => "stream_error",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One streamed SSE event that carried output: arrival time (stamped when its bytes arrived,
+/// before any JSON parsing) and the number of tokens it carried according to the server
+/// (`token_ids` length when the server returns them, else 1 per non-empty choice). The usage
+/// chunk and `[DONE]` are not events.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Event(pub u64, pub u32);
+
+impl Event {
+    pub fn t_ns(&self) -> u64 {
+        self.0
+    }
+    pub fn tokens(&self) -> u32 {
+        self.1
+    }
+}
+
+/// One line of `requests_<phase>_<cell>.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// `<config>/l<launch>/<phase>/<cell>/<seq>`, unique within a results root.
+    pub request_id: String,
+    pub config: String,
+    /// Launch index of the config (0-based); several launches give launch-to-launch variation.
+    pub launch: u32,
+    pub phase: Phase,
+    /// Cell name, `r<rate>_i<in>_o<out>`.
+    pub cell: String,
+    /// Offered rate of the cell, req/s.
+    pub rate: f64,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// Position in the cell's send schedule (0-based, send order).
+    pub seq: u64,
+    /// Scheduled send time (absolute deadline from the pacer), CLOCK_MONOTONIC ns.
+    pub t_intended_ns: u64,
+    /// Time the request was handed to the socket; `None` when dropped.
+    pub t_send_ns: Option<u64>,
+    /// Arrival of the first event carrying output tokens.
+    pub t_first_token_ns: Option<u64>,
+    /// Arrival of the last event carrying output tokens.
+    pub t_last_token_ns: Option<u64>,
+    /// Time the stream ended (`[DONE]`, error, or close).
+    pub t_end_ns: Option<u64>,
+    /// Every output-carrying event: `[t_ns, tokens]`.
+    pub events: Vec<Event>,
+    /// From the server's final usage chunk.
+    pub prompt_tokens: Option<u32>,
+    /// From the server's final usage chunk.
+    pub completion_tokens: Option<u32>,
+    /// Requests in flight (sent, not finished) at this request's send, this one excluded.
+    pub inflight_at_send: u32,
+    /// Sent inside the cell's warm-up window; kept, flagged, excluded from statistics.
+    pub warmup: bool,
+    pub status: Status,
+    pub http_status: Option<u16>,
+    pub error: Option<String>,
+}
+
+impl RequestRecord {
+    /// Time to first token from the actual send (the convention `vllm bench serve` uses), ms.
+    pub fn ttft_ms(&self) -> Option<f64> {
+        Some(ns_to_ms(self.t_first_token_ns?.checked_sub(self.t_send_ns?)?))
+    }
+    /// End-to-end latency from the actual send to the last token, ms.
+    pub fn e2e_ms(&self) -> Option<f64> {
+        Some(ns_to_ms(self.t_last_token_ns?.checked_sub(self.t_send_ns?)?))
+    }
+    /// `(t_last − t_first) / (completion_tokens − 1)` in ms: vLLM's request-weighted TPOT.
+    pub fn tpot_ms(&self) -> Option<f64> {
+        let n = self.completion_tokens?;
+        if n < 2 {
+            return None;
+        }
+        let span = self.t_last_token_ns?.checked_sub(self.t_first_token_ns?)?;
+        Some(ns_to_ms(span) / f64::from(n - 1))
+    }
+}
+
+pub fn ns_to_ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// One line of `metrics_<phase>_<cell>.jsonl`: one scrape of the server's `/metrics`.
+///
+/// Series keys are the metric name followed by its labels in Prometheus order without the
+/// `model_name` label, e.g. `vllm:num_requests_waiting{engine="0"}` or
+/// `vllm:request_success_total{engine="0",finished_reason="length"}`. Histograms keep only
+/// `_sum` and `_count` (under their own keys, e.g. `vllm:e2e_request_latency_seconds_sum`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricsSample {
+    /// Time the scrape was sent (CLOCK_MONOTONIC ns).
+    pub t_ns: u64,
+    /// Scrape round-trip, ms.
+    pub scrape_ms: f64,
+    /// `false` if the scrape failed; `error` says why and the maps are empty.
+    pub ok: bool,
+    pub error: Option<String>,
+    pub gauges: std::collections::BTreeMap<String, f64>,
+    pub counters: std::collections::BTreeMap<String, f64>,
+    /// `_sum` and `_count` of every `vllm:*` histogram.
+    pub histograms: std::collections::BTreeMap<String, f64>,
+}
+
+impl MetricsSample {
+    /// Sum of every series of a gauge family (`vllm:num_requests_waiting` over engines).
+    pub fn gauge_total(&self, family: &str) -> Option<f64> {
+        family_total(&self.gauges, family)
+    }
+    pub fn counter_total(&self, family: &str) -> Option<f64> {
+        family_total(&self.counters, family)
+    }
+}
+
+fn family_total(map: &std::collections::BTreeMap<String, f64>, family: &str) -> Option<f64> {
+    let mut found = false;
+    let mut total = 0.0;
+    for (k, v) in map.range(family.to_owned()..) {
+        let rest = match k.strip_prefix(family) {
+            Some(r) => r,
+            None => break,
+        };
+        if rest.is_empty() || rest.starts_with('{') {
+            found = true;
+            total += v;
+        }
+    }
+    found.then_some(total)
+}
+
+/// One line of `engine_step_<phase>_<cell>.jsonl`, written by the step-timing plugin
+/// (`patches/ctax_step_timing`) in the vLLM engine process. Times on CLOCK_MONOTONIC.
+///
+/// One record per engine-core step. Fields the plugin cannot observe in a given vLLM version are
+/// `null`; `build_meta_us`/`get_finished_us`/`start_load_kv_us` are `null` when no connector is
+/// configured (plain), never 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// `Scheduler.schedule()` entry.
+    pub t_ns: u64,
+    /// Monotonic per process.
+    pub step_id: u64,
+    pub pid: u32,
+    /// Whole engine-core step: `schedule()` entry to the end of `update_from_output()` of the
+    /// same step (µs). Seed: "step_duration_us"; see DESIGN.md for how it differs.
+    pub step_duration_us: Option<f64>,
+    /// `Scheduler.schedule()` entry to exit (µs): the seed's original step measure.
+    pub schedule_us: Option<f64>,
+    /// `connector.build_connector_meta()` (µs), scheduler side.
+    pub build_meta_us: Option<f64>,
+    /// Worker-side `get_finished()`/`get_transfer_results()` (µs).
+    pub get_finished_us: Option<f64>,
+    /// Worker-side `start_load_kv()` (µs).
+    pub start_load_kv_us: Option<f64>,
+    pub num_running: Option<u32>,
+    pub num_waiting: Option<u32>,
+    pub prefill_tokens: Option<u32>,
+    pub decode_tokens: Option<u32>,
+}
+
+impl StepRecord {
+    /// Sum of the three instrumented connector callbacks, `None` if none was observed.
+    pub fn connector_total_us(&self) -> Option<f64> {
+        let parts = [self.build_meta_us, self.get_finished_us, self.start_load_kv_us];
+        if parts.iter().all(Option::is_none) {
+            return None;
+        }
+        Some(parts.iter().flatten().sum())
+    }
+}
+
+/// Collector-side facts about one cell (written by the collector into `summary.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellHealth {
+    pub phase: Phase,
+    pub cell: String,
+    pub rate: f64,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub arrival: Arrival,
+    pub seed: u64,
+    /// First intended send.
+    pub t_start_ns: u64,
+    /// End of warm-up = start of the measurement window.
+    pub t_warmup_end_ns: u64,
+    /// Last intended send = end of the measurement window.
+    pub t_last_send_ns: u64,
+    /// Drain finished (all requests ended or cancelled).
+    pub t_end_ns: u64,
+    /// Wall clock at `t_start_ns`, for humans.
+    pub wall_start_unix_ms: u64,
+    /// Requests scheduled (sent + dropped).
+    pub scheduled: u64,
+    pub sent: u64,
+    pub dropped: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub cancelled: u64,
+    /// Non-warm-up requests that ended `ok`.
+    pub completed_measured: u64,
+    /// `false` when the hard cap on cell time stopped the cell before `min_completed` /
+    /// `duration` were met, or when the server died during the cell.
+    pub complete: bool,
+    /// Why the cell is incomplete, if it is.
+    pub incomplete_reason: Option<String>,
+    /// Send lateness (actual − intended), µs.
+    pub lateness_us_p50: f64,
+    pub lateness_us_p99: f64,
+    pub lateness_us_max: f64,
+    /// Client process CPU over the cell, percent of one core.
+    pub client_cpu_pct: f64,
+    /// Scrapes attempted / failed.
+    pub scrapes: u64,
+    pub scrape_failures: u64,
+}
+
+/// `summary.json` of one run directory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub schema_version: u32,
+    /// Keyed by `<phase>/<cell>`.
+    pub cells: std::collections::BTreeMap<String, CellHealth>,
+    /// Per-cell statistics added by `ctax` after the launch (analysis code), keyed like `cells`.
+    #[serde(default)]
+    pub stats: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// `config.json` of one run directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    pub schema_version: u32,
+    pub config: String,
+    pub launch: u32,
+    pub run_dir: String,
+    pub phases: Vec<Phase>,
+    pub cells: Vec<PlannedCell>,
+    pub model: String,
+    pub served_model_name: String,
+    pub port: u16,
+    /// Free-form: engine settings, profile name, environment overrides.
+    #[serde(default)]
+    pub extra: serde_json::Value,
+    /// True when the server was `ctax-sim`, not vLLM: every report built from it says so.
+    #[serde(default)]
+    pub simulated: bool,
+}
+
+/// One cell of a collector plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedCell {
+    pub phase: Phase,
+    pub cell: Cell,
+    #[serde(default)]
+    pub arrival: Arrival,
+    /// Measurement duration floor, seconds (after warm-up).
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    /// Keep sending until this many non-warm-up requests completed `ok`.
+    pub min_completed: u64,
+    /// Hard cap on the whole cell (warm-up + measurement + drain); hitting it marks the cell
+    /// incomplete.
+    pub max_cell_s: f64,
+    /// In-flight cap; requests over it are dropped and recorded.
+    pub inflight_cap: u32,
+    pub seed: u64,
+}
+
+/// Decision of the pre-flight for one config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreflightEntry {
+    /// "include" or "skip".
+    pub decision: String,
+    pub reason: Option<String>,
+    pub log: Option<String>,
+    pub checked_unix_ms: Option<u64>,
+}
+
+/// `preflight/preflight_status.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PreflightStatus {
+    pub schema_version: u32,
+    pub configs: std::collections::BTreeMap<String, PreflightEntry>,
+    /// Whether step-timing records were actually produced by the plugin.
+    pub step_timing_available: Option<bool>,
+    #[serde(default)]
+    pub step_timing_reason: Option<String>,
+}
+
+/// One row of `manifest.jsonl` (rendered into MANIFEST.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestRow {
+    pub date_utc: String,
+    pub stage: String,
+    pub config: String,
+    pub launch: u32,
+    pub run_dir: Option<String>,
+    /// "ok", "skip", "failed", "incomplete", "interrupted".
+    pub status: String,
+    pub reason: Option<String>,
+    pub vllm_version: Option<String>,
+    pub vllm_git_sha: Option<String>,
+    pub connector_versions: std::collections::BTreeMap<String, String>,
+    pub gpu: Option<String>,
+    pub launch_command: Option<String>,
+    pub step_timing_active: Option<bool>,
+    pub started_unix_ms: u64,
+    pub duration_s: f64,
+    pub host: Option<String>,
+}
+
+/// `reference_rates.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReferenceRates {
+    pub schema_version: u32,
+    /// Max rate where every config that completed Phase A is unsaturated.
+    pub ref_safe: Option<f64>,
+    /// Max rate where plain is unsaturated.
+    pub ref_load: Option<f64>,
+    pub configs_considered: Vec<String>,
+    /// Per config: the saturation rate (lowest rate with ≥1 criterion) or `None`.
+    pub saturation_rate: std::collections::BTreeMap<String, Option<f64>>,
+    /// Human explanation of each choice.
+    pub notes: Vec<String>,
+}
+
+/// Current time on CLOCK_MONOTONIC, ns (the clock every record uses).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_names_round_trip() {
+        for (rate, i, o, name) in [
+            (0.5, 4096, 256, "r0.5_i4096_o256"),
+            (4.0, 512, 64, "r4_i512_o64"),
+            (32.0, 32768, 1024, "r32_i32768_o1024"),
+        ] {
+            let c = Cell { rate, input_len: i, output_len: o };
+            assert_eq!(c.name(), name);
+            assert_eq!(Cell::parse(name), Some(c));
+        }
+        assert_eq!(Cell::parse("r0_i1_o1"), None);
+        assert_eq!(Cell::parse("x4_i1_o1"), None);
+    }
+
+    #[test]
+    fn file_names_parse() {
+        let f = file_name(FileKind::EngineStep, Phase::Bp, "r2_i512_o64");
+        assert_eq!(f, "engine_step_Bp_r2_i512_o64.jsonl");
+        assert_eq!(
+            parse_file_name(&(f + ".zst")),
+            Some((FileKind::EngineStep, Phase::Bp, "r2_i512_o64".into()))
+        );
+        assert_eq!(parse_file_name("requests_Z_r2_i512_o64.jsonl"), None);
+        assert_eq!(parse_file_name("summary.json"), None);
+    }
+
+    #[test]
+    fn derived_latencies_follow_vllm_definitions() {
+        // Hand calculation: send at 1 ms, first token at 11 ms, last at 111 ms, 101 tokens.
+        // TTFT = 10 ms, E2E = 110 ms, TPOT = (111-11)/(101-1) = 1 ms.
+        let r = RequestRecord {
+            request_id: "x".into(),
+            config: "plain".into(),
+            launch: 0,
+            phase: Phase::A,
+            cell: "r1_i8_o101".into(),
+            rate: 1.0,
+            input_len: 8,
+            output_len: 101,
+            seq: 0,
+            t_intended_ns: 1_000_000,
+            t_send_ns: Some(1_000_000),
+            t_first_token_ns: Some(11_000_000),
+            t_last_token_ns: Some(111_000_000),
+            t_end_ns: Some(111_500_000),
+            events: vec![],
+            prompt_tokens: Some(8),
+            completion_tokens: Some(101),
+            inflight_at_send: 0,
+            warmup: false,
+            status: Status::Ok,
+            http_status: Some(200),
+            error: None,
+        };
+        assert_eq!(r.ttft_ms(), Some(10.0));
+        assert_eq!(r.e2e_ms(), Some(110.0));
+        assert_eq!(r.tpot_ms(), Some(1.0));
+    }
+
+    #[test]
+    fn family_totals_sum_series_and_ignore_prefix_neighbours() {
+        let mut s = MetricsSample {
+            t_ns: 0,
+            scrape_ms: 0.0,
+            ok: true,
+            error: None,
+            gauges: Default::default(),
+            counters: Default::default(),
+            histograms: Default::default(),
+        };
+        s.gauges.insert("vllm:num_requests_waiting{engine=\"0\"}".into(), 2.0);
+        s.gauges.insert("vllm:num_requests_waiting{engine=\"1\"}".into(), 3.0);
+        s.gauges.insert("vllm:num_requests_waiting_by_reason{reason=\"capacity\"}".into(), 9.0);
+        assert_eq!(s.gauge_total("vllm:num_requests_waiting"), Some(5.0));
+        assert_eq!(s.gauge_total("vllm:num_requests_running"), None);
+    }
+}
