@@ -601,10 +601,12 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         Some(format!(
             "max_cell_s={cap_s}s reached while draining; {drain_cut} in-flight requests cancelled"
         ))
-    } else if let Some(e) = wstats.io_error.as_ref().or(sstats.io_error.as_ref()) {
-        Some(format!("writing raw files failed: {e}"))
     } else {
-        None
+        wstats
+            .io_error
+            .as_ref()
+            .or(sstats.io_error.as_ref())
+            .map(|e| format!("writing raw files failed: {e}"))
     };
     let mut late = wstats.lateness_us.clone();
     let (p50, p99, max) = p50_p99_max(&mut late);
