@@ -89,13 +89,18 @@ pub fn cell(rate: f64, input: u32, output: u32, extra: serde_json::Value) -> ser
 pub struct Run {
     pub dir: tempfile::TempDir,
     pub out: PathBuf,
+    pub model: String,
 }
 
 impl Run {
     pub fn new() -> Run {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("run");
-        Run { dir, out }
+        Run {
+            dir,
+            out,
+            model: "sim".into(),
+        }
     }
 
     pub fn write_plan(&self, plan: &serde_json::Value) -> PathBuf {
@@ -111,7 +116,7 @@ impl Run {
             "--url",
             url,
             "--model",
-            "sim",
+            self.model.as_str(),
             "--config",
             "plain",
             "--launch",
