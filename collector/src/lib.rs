@@ -13,6 +13,7 @@ pub mod clock;
 pub mod collect;
 pub mod prom;
 pub mod rng;
+pub mod rtq;
 pub mod sim;
 pub mod sse;
 pub mod stats;

@@ -4,10 +4,10 @@
 use super::record::{IoOutcome, RawResult};
 use super::writer::WriterMsg;
 use crate::clock::monotonic_ns;
+use crate::rtq::Sender;
 use crate::sse::{FrameSink, SseParser};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

@@ -92,6 +92,12 @@ pub struct Args {
     /// /metrics sampling period, seconds.
     #[arg(long, default_value_t = 1.0)]
     pub metrics_period_s: f64,
+    /// SCHED_FIFO priority of the I/O threads; the pacer gets one more (0 = normal scheduling
+    /// for all). The writer, sampler and main thread always keep normal scheduling. On a busy
+    /// 2-core machine this turns a 50 ms send-lateness p99 into ~50 µs. Falls back to normal
+    /// scheduling (with a warning) when not permitted.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i32).range(0..=99))]
+    pub rt_priority: i32,
 }
 
 #[derive(serde::Deserialize)]
@@ -312,9 +318,29 @@ fn setup(args: Args) -> Result<Env, SetupError> {
             );
         }
     }
+    let mut args = args;
+    if args.rt_priority > 0 {
+        let prio = args.rt_priority;
+        let probe = std::thread::spawn(move || crate::clock::set_thread_realtime(prio))
+            .join()
+            .unwrap_or_else(|_| Err("probe thread panicked".into()));
+        if let Err(e) = probe {
+            eprintln!(
+                "ctax-collect: warning: no real-time scheduling (SCHED_FIFO {prio}: {e}); send lateness may suffer \
+                 on a busy machine"
+            );
+            args.rt_priority = 0;
+        }
+    }
+    let prio = args.rt_priority;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.io_threads)
         .thread_name("ctax-io")
+        .on_thread_start(move || {
+            if prio > 0 {
+                let _ = crate::clock::set_thread_realtime(prio);
+            }
+        })
         .enable_all()
         .build()
         .context("building the I/O runtime")?;
@@ -418,7 +444,7 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
     io.consecutive_failures.store(0, Ordering::Relaxed);
     io.consecutive_connect_errors.store(0, Ordering::Relaxed);
     let counters = Arc::new(CellCounters::default());
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = crate::rtq::channel();
     let writer = writer::spawn_writer(req_path.clone(), meta.clone(), rx, counters.clone())
         .with_context(|| format!("creating {}", req_path.display()))?;
     let cancel = CancellationToken::new();
@@ -469,6 +495,7 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         cell_io: cell_io.clone(),
         counters: counters.clone(),
         stop: stop_send.clone(),
+        rt_priority: args.rt_priority,
     })?;
 
     let pb = progress_bar(args.no_progress, key.clone());

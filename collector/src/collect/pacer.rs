@@ -7,7 +7,7 @@
 
 use super::io::{CellIo, IoShared, Job, run_request};
 use super::writer::{CellCounters, WriterMsg};
-use crate::clock::{PreciseWaiter, set_thread_timerslack_ns};
+use crate::clock::{PreciseWaiter, monotonic_ns, set_thread_timerslack_ns};
 use crate::workload::{BodyTemplate, PromptGen, Schedule};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +53,8 @@ pub struct PacerCtx {
     pub counters: Arc<CellCounters>,
     /// Set by the controller: stop sending now.
     pub stop: Arc<AtomicBool>,
+    /// SCHED_FIFO priority for this thread (0 = none).
+    pub rt_priority: i32,
 }
 
 pub fn spawn_pacer(ctx: PacerCtx) -> std::io::Result<std::thread::JoinHandle<PacerStats>> {
@@ -63,6 +65,10 @@ pub fn spawn_pacer(ctx: PacerCtx) -> std::io::Result<std::thread::JoinHandle<Pac
 
 fn run(ctx: PacerCtx) -> PacerStats {
     set_thread_timerslack_ns(1);
+    if ctx.rt_priority > 0 {
+        // One above the I/O threads: the pacer's deadlines preempt I/O work, never the reverse.
+        let _ = crate::clock::set_thread_realtime((ctx.rt_priority + 1).min(99));
+    }
     let PacerCtx {
         cfg,
         mut schedule,
@@ -73,6 +79,7 @@ fn run(ctx: PacerCtx) -> PacerStats {
         cell_io,
         counters,
         stop,
+        ..
     } = ctx;
     let mut waiter = PreciseWaiter::default();
     let mut stats = PacerStats {
@@ -133,6 +140,12 @@ fn run(ctx: PacerCtx) -> PacerStats {
         stats.t_last_intended_ns = Some(due);
         (seq, due) = schedule.next_due();
         next_body = body.render(&prompts.prompt(seq, cfg.input_len));
+        // Behind schedule: the next request is already due. Send it at once, but block for a
+        // moment first so that a real-time pacer can never starve the I/O threads it feeds (a
+        // pacer that only hands off and never sleeps would livelock an overloaded client).
+        if due <= monotonic_ns() {
+            crate::clock::sleep_until_abs(monotonic_ns() + 10_000);
+        }
     }
     stats
 }

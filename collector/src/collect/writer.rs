@@ -2,12 +2,12 @@
 //! scheduled request and appends it to `requests_<phase>_<cell>.jsonl`, flushed per line.
 
 use super::record::{CellMeta, RawResult, build_record, dropped_record};
+use crate::rtq::Receiver;
 use ctax_schema::{RequestRecord, Status};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
 
 pub enum WriterMsg {
     Sent(Box<RawResult>),
@@ -72,39 +72,42 @@ fn writer_loop(
     let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
     let mut stats = WriterStats::default();
     let mut line = Vec::with_capacity(4096);
-    while let Ok(msg) = rx.recv() {
-        let rec: RequestRecord = match msg {
-            WriterMsg::Dropped {
-                seq,
-                t_intended_ns,
-                inflight,
-                warmup,
-            } => dropped_record(&meta, seq, t_intended_ns, inflight, warmup),
-            WriterMsg::Sent(raw) => {
-                let late = raw.t_send_ns.saturating_sub(raw.t_intended_ns);
-                stats.lateness_us.push(late as f64 / 1e3);
-                counters
-                    .recent_lateness_max_ns
-                    .fetch_max(late, Ordering::Relaxed);
-                let (rec, notes) = build_record(&meta, *raw);
-                if notes.estimated_tokens {
-                    stats.estimated_token_records += 1;
+    let mut batch = Vec::new();
+    while rx.recv_all(&mut batch).is_ok() {
+        for msg in batch.drain(..) {
+            let rec: RequestRecord = match msg {
+                WriterMsg::Dropped {
+                    seq,
+                    t_intended_ns,
+                    inflight,
+                    warmup,
+                } => dropped_record(&meta, seq, t_intended_ns, inflight, warmup),
+                WriterMsg::Sent(raw) => {
+                    let late = raw.t_send_ns.saturating_sub(raw.t_intended_ns);
+                    stats.lateness_us.push(late as f64 / 1e3);
+                    counters
+                        .recent_lateness_max_ns
+                        .fetch_max(late, Ordering::Relaxed);
+                    let (rec, notes) = build_record(&meta, *raw);
+                    if notes.estimated_tokens {
+                        stats.estimated_token_records += 1;
+                    }
+                    rec
                 }
-                rec
+            };
+            account(&rec, &mut stats, &counters);
+            line.clear();
+            // Serialising our own plain structs cannot fail.
+            serde_json::to_writer(&mut line, &rec).expect("RequestRecord serialises");
+            line.push(b'\n');
+            if stats.io_error.is_none()
+                && let Err(e) = out.write_all(&line).and_then(|_| out.flush())
+            {
+                stats.io_error = Some(e.to_string());
             }
-        };
-        account(&rec, &mut stats, &counters);
-        line.clear();
-        // Serialising our own plain structs cannot fail.
-        serde_json::to_writer(&mut line, &rec).expect("RequestRecord serialises");
-        line.push(b'\n');
-        if stats.io_error.is_none()
-            && let Err(e) = out.write_all(&line).and_then(|_| out.flush())
-        {
-            stats.io_error = Some(e.to_string());
+            stats.records += 1;
+            counters.records.fetch_add(1, Ordering::Release);
         }
-        stats.records += 1;
-        counters.records.fetch_add(1, Ordering::Release);
     }
     if stats.io_error.is_none()
         && let Err(e) = out.flush().and_then(|_| out.get_ref().sync_data())

@@ -14,9 +14,9 @@ use super::metrics::SimMetrics;
 use super::{SimRequest, TokenMsg};
 use crate::clock::{PreciseWaiter, monotonic_ns, set_thread_timerslack_ns};
 use crate::rng::SplitMix64;
+use crate::rtq::{Receiver, RecvError, Sender};
 use ctax_schema::StepRecord;
 use std::collections::VecDeque;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +31,7 @@ pub struct EngineCfg {
     pub connector_request_us: f64,
     pub jitter_pct: f64,
     pub seed: u64,
+    pub rt_priority: i32,
 }
 
 struct Running {
@@ -79,6 +80,10 @@ fn run(
     step_log: Option<Sender<StepRecord>>,
 ) {
     set_thread_timerslack_ns(1);
+    if cfg.rt_priority > 0 {
+        // One above the HTTP threads, so token timing is never queued behind HTTP work.
+        let _ = crate::clock::set_thread_realtime((cfg.rt_priority + 1).min(99));
+    }
     let mut waiter = PreciseWaiter::new(20_000, 150_000);
     let mut rng = SplitMix64::new(cfg.seed);
     let mut waiting: VecDeque<SimRequest> = VecDeque::new();
@@ -86,17 +91,17 @@ fn run(
     let connector = cfg.connector_step_us > 0.0 || cfg.connector_request_us > 0.0;
     let pid = std::process::id();
     let mut step_id = 0u64;
+    let mut intake = Vec::new();
     loop {
         if running.is_empty() && waiting.is_empty() {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(r) => waiting.push_back(r),
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
+            match rx.recv_all_timeout(&mut intake, Duration::from_millis(100)) {
+                Ok(_) => {}
+                Err(RecvError::Timeout) => continue,
+                Err(RecvError::Closed) => return,
             }
         }
-        while let Ok(r) = rx.try_recv() {
-            waiting.push_back(r);
-        }
+        rx.try_recv_all(&mut intake);
+        waiting.extend(intake.drain(..));
         let t_step = monotonic_ns();
         // Requests whose client went away are aborted (as vLLM does).
         running.retain(|r| !r.req.tx.is_closed());
@@ -233,6 +238,7 @@ mod tests {
             connector_request_us: 2.0,
             jitter_pct: 5.0,
             seed: 0,
+            rt_priority: 0,
         };
         let (c, s) = step_cost_us(&cfg, 1000, 10, 12, 0.0);
         assert_eq!(s, [100.0 + 24.0, 100.0, 100.0]);

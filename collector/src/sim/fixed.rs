@@ -9,9 +9,9 @@ use super::metrics::SimMetrics;
 use super::{SimRequest, TokenMsg};
 use crate::clock::{monotonic_ns, set_thread_timerslack_ns, sleep_until_abs};
 use crate::rng::SplitMix64;
+use crate::rtq::{Receiver, RecvError};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ pub struct FixedCfg {
     pub ttft_ns: u64,
     pub itl_ns: u64,
     pub seed: u64,
+    pub rt_priority: i32,
 }
 
 struct Active {
@@ -38,6 +39,10 @@ pub fn spawn(
 
 fn run(cfg: FixedCfg, rx: Receiver<SimRequest>, metrics: Arc<Mutex<SimMetrics>>) {
     set_thread_timerslack_ns(1);
+    if cfg.rt_priority > 0 {
+        // One above the HTTP threads, so token timing is never queued behind HTTP work.
+        let _ = crate::clock::set_thread_realtime((cfg.rt_priority + 1).min(99));
+    }
     let mut rng = SplitMix64::new(cfg.seed);
     let mut heap: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
     let mut active: HashMap<u64, Active> = HashMap::new();
@@ -56,14 +61,12 @@ fn run(cfg: FixedCfg, rx: Receiver<SimRequest>, metrics: Arc<Mutex<SimMetrics>>)
             },
         );
     };
+    let mut intake = Vec::new();
     loop {
         // Intake.
-        loop {
-            match rx.try_recv() {
-                Ok(r) => add(r, &mut heap, &mut active),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => return,
-            }
+        rx.try_recv_all(&mut intake);
+        for r in intake.drain(..) {
+            add(r, &mut heap, &mut active);
         }
         let now = monotonic_ns();
         let mut emitted = 0u64;
@@ -121,19 +124,23 @@ fn run(cfg: FixedCfg, rx: Receiver<SimRequest>, metrics: Arc<Mutex<SimMetrics>>)
         // Wait for the next due token or a new request, whichever is first. No spinning: this
         // mode shares a core with the HTTP side; the recorded lateness shows what that costs.
         match heap.peek() {
-            None => match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok(r) => add(r, &mut heap, &mut active),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            },
+            None => {
+                if rx.recv_all_timeout(&mut intake, Duration::from_millis(100))
+                    == Err(RecvError::Closed)
+                {
+                    return;
+                }
+            }
             Some(&Reverse((due, _))) => {
                 let now = monotonic_ns();
                 if due > now + 200_000 {
                     // Long wait: block on the channel so new requests are taken at once.
-                    match rx.recv_timeout(Duration::from_nanos(due - now - 100_000)) {
-                        Ok(r) => add(r, &mut heap, &mut active),
-                        Err(RecvTimeoutError::Timeout) => sleep_until_abs(due),
-                        Err(RecvTimeoutError::Disconnected) => return,
+                    match rx
+                        .recv_all_timeout(&mut intake, Duration::from_nanos(due - now - 100_000))
+                    {
+                        Ok(_) => {}
+                        Err(RecvError::Timeout) => sleep_until_abs(due),
+                        Err(RecvError::Closed) => return,
                     }
                 } else if due > now {
                     sleep_until_abs(due);

@@ -97,13 +97,16 @@ pub struct SimArgs {
     /// Exit abruptly (status 3) when request number N+1 arrives, as a crashed server would.
     #[arg(long)]
     pub die_after_requests: Option<u64>,
+    /// SCHED_FIFO priority of the engine and HTTP threads (0 = normal scheduling).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(i32).range(0..=99))]
+    pub rt_priority: i32,
 }
 
 struct AppState {
     model: String,
     model_json: String,
     max_model_len: u32,
-    engine: std::sync::mpsc::Sender<SimRequest>,
+    engine: crate::rtq::Sender<SimRequest>,
     metrics: Arc<Mutex<SimMetrics>>,
     next_id: AtomicU64,
     die_after: Option<u64>,
@@ -378,11 +381,9 @@ async fn label_simulated(mut r: Response) -> Response {
     r
 }
 
-fn spawn_step_log(
-    path: &PathBuf,
-) -> anyhow::Result<std::sync::mpsc::Sender<ctax_schema::StepRecord>> {
+fn spawn_step_log(path: &PathBuf) -> anyhow::Result<crate::rtq::Sender<ctax_schema::StepRecord>> {
     let f = std::fs::File::create(path)?;
-    let (tx, rx) = std::sync::mpsc::channel::<ctax_schema::StepRecord>();
+    let (tx, rx) = crate::rtq::channel::<ctax_schema::StepRecord>();
     std::thread::Builder::new()
         .name("sim-steplog".into())
         .spawn(move || {
@@ -392,9 +393,9 @@ fn spawn_step_log(
                 let _ = serde_json::to_writer(&mut *out, &r);
                 let _ = out.write_all(b"\n");
             };
-            while let Ok(r) = rx.recv() {
-                write(&mut out, r);
-                while let Ok(r) = rx.try_recv() {
+            let mut batch = Vec::new();
+            while rx.recv_all(&mut batch).is_ok() {
+                for r in batch.drain(..) {
                     write(&mut out, r);
                 }
                 // Flushed whenever the engine is not ahead of us: a killed sim loses at most a step.
@@ -412,7 +413,7 @@ pub fn main_with(args: SimArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(args.workers > 0, "--workers must be >= 1");
     let metrics = Arc::new(Mutex::new(SimMetrics::default()));
-    let (etx, erx) = std::sync::mpsc::channel::<SimRequest>();
+    let (etx, erx) = crate::rtq::channel::<SimRequest>();
     let mode = match (args.fixed_ttft_ms, args.fixed_itl_ms) {
         (Some(ttft), Some(itl)) => {
             anyhow::ensure!(ttft >= 0.0 && itl >= 0.0, "fixed latencies must be >= 0");
@@ -421,6 +422,7 @@ pub fn main_with(args: SimArgs) -> anyhow::Result<()> {
                     ttft_ns: (ttft * 1e6) as u64,
                     itl_ns: (itl * 1e6) as u64,
                     seed: args.seed,
+                    rt_priority: args.rt_priority,
                 },
                 erx,
                 metrics.clone(),
@@ -440,6 +442,7 @@ pub fn main_with(args: SimArgs) -> anyhow::Result<()> {
                     connector_request_us: args.connector_request_us,
                     jitter_pct: args.jitter_pct,
                     seed: args.seed,
+                    rt_priority: args.rt_priority,
                 },
                 erx,
                 metrics.clone(),
@@ -476,9 +479,21 @@ pub fn main_with(args: SimArgs) -> anyhow::Result<()> {
         .route("/health", get(health))
         .layer(axum::middleware::map_response(label_simulated))
         .with_state(state);
+    let prio = args.rt_priority;
+    if prio > 0 {
+        std::thread::spawn(move || crate::clock::set_thread_realtime(prio))
+            .join()
+            .map_err(|_| anyhow::anyhow!("probe thread panicked"))?
+            .map_err(|e| anyhow::anyhow!("--rt-priority {prio}: {e}"))?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.workers)
         .thread_name("sim-http")
+        .on_thread_start(move || {
+            if prio > 0 {
+                let _ = crate::clock::set_thread_realtime(prio);
+            }
+        })
         .enable_all()
         .build()?;
     rt.block_on(async move {
