@@ -91,6 +91,9 @@ ctax_bool_flag() {  # ctax_bool_flag VALUE FLAG -> --FLAG or --no-FLAG
 ctax_resolve_defaults() {
   : "${CTAX_VLLM:=vllm}"
   [[ -n "${CTAX_MODEL:-}" ]] || ctax_die "CTAX_MODEL (model directory) is required"
+  # Absolute paths, so launch.sh re-runs from any directory (a non-directory model is a hub id).
+  if [[ -d "$CTAX_MODEL" ]]; then CTAX_MODEL=$(cd "$CTAX_MODEL" && pwd); fi
+  if [[ -n "${CTAX_STEP_LOG:-}" && "$CTAX_STEP_LOG" != /* ]]; then CTAX_STEP_LOG="$PWD/$CTAX_STEP_LOG"; fi
   : "${CTAX_SERVED_NAME:=$(basename "$CTAX_MODEL")}"
   : "${CTAX_HOST:=127.0.0.1}"
   : "${CTAX_PORT:=8000}"
