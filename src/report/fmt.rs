@@ -1,0 +1,372 @@
+//! Number formatting and escaping shared by every output.
+//!
+//! Every number the report prints goes through here, so the same value is always written the same
+//! way (fixed, locale-free formatting: part of the byte-identical-output promise).
+
+use crate::analysis::model::Estimate;
+
+/// Placeholder for a missing value.
+pub const NA: &str = "n/a";
+
+/// Adaptive fixed-point formatting: about three significant digits, never scientific notation
+/// for the magnitudes a report holds (µs to hours). `-0` prints as `0`.
+pub fn num(x: f64) -> String {
+    if !x.is_finite() {
+        return if x.is_nan() {
+            NA.to_owned()
+        } else if x > 0.0 {
+            "inf".to_owned()
+        } else {
+            "-inf".to_owned()
+        };
+    }
+    fixed(x, dp_for(x.abs()))
+}
+
+/// Decimals that give about three significant digits at magnitude `a`.
+fn dp_for(a: f64) -> usize {
+    if a >= 100.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else if a >= 0.1 {
+        3
+    } else if a >= 0.01 {
+        4
+    } else if a == 0.0 || !a.is_finite() {
+        0
+    } else {
+        ((-a.log10()).ceil() as usize + 2).min(9)
+    }
+}
+
+/// Fixed decimals, with `-0.0` printed as `0.0`.
+pub fn fixed(x: f64, dp: usize) -> String {
+    if !x.is_finite() {
+        return num(x);
+    }
+    clean_neg_zero(format!("{x:.dp$}"))
+}
+
+fn clean_neg_zero(s: String) -> String {
+    if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
+        s[1..].to_owned()
+    } else {
+        s
+    }
+}
+
+/// A rate in req/s: `0.5`, `4`, `12.5`.
+pub fn rate(r: f64) -> String {
+    if !r.is_finite() {
+        return num(r);
+    }
+    let s = format!("{r:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.').to_owned();
+    clean_neg_zero(s)
+}
+
+/// A fraction as a signed percentage: `0.123` → `+12.3%`.
+pub fn pct(frac: f64) -> String {
+    if !frac.is_finite() {
+        return num(frac);
+    }
+    let p = frac * 100.0;
+    let body = if p.abs() >= 100.0 {
+        fixed(p, 0)
+    } else {
+        fixed(p, 1)
+    };
+    if body.starts_with('-') || body == "0.0" || body == "0" {
+        format!("{body}%")
+    } else {
+        format!("+{body}%")
+    }
+}
+
+/// A fraction as an unsigned percentage (shares, ratios of throughput): `0.95` → `95.0%`.
+pub fn share(frac: f64) -> String {
+    if !frac.is_finite() {
+        return num(frac);
+    }
+    format!("{}%", fixed(frac * 100.0, 1))
+}
+
+/// Fraction points as percentage points: `-0.07` → `-7.0 pp`.
+pub fn pp(frac: f64) -> String {
+    if !frac.is_finite() {
+        return num(frac);
+    }
+    let body = fixed(frac * 100.0, 1);
+    if body.starts_with('-') || body == "0.0" {
+        format!("{body} pp")
+    } else {
+        format!("+{body} pp")
+    }
+}
+
+/// How a value of a given unit is written. Units are those of the model: `fraction`, `pp`,
+/// `ratio`, `hours`, `count`, `us`, `ms`, `rps`; anything else is printed as a number + unit.
+pub fn with_unit(x: f64, unit: &str) -> String {
+    match unit {
+        "fraction" => pct(x),
+        "pp" => pp(x),
+        "ratio" => {
+            if x.abs() < 10.0 {
+                fixed(x, 2)
+            } else {
+                num(x)
+            }
+        }
+        "hours" => format!("{} h", num(x)),
+        "count" => {
+            if x.fract() == 0.0 && x.abs() < 1e15 {
+                format!("{}", x as i64)
+            } else {
+                num(x)
+            }
+        }
+        "us" => format!("{} µs", num(x)),
+        "ms" => format!("{} ms", num(x)),
+        "rps" => format!("{} req/s", rate(x)),
+        "" => num(x),
+        other => format!("{} {other}", num(x)),
+    }
+}
+
+/// `12.3 [10.1, 14.6] ms`, `+12.3% [+10.1%, +16.0%]`, `-7.0 [-9.0, -5.0] pp`: the estimate and
+/// both CI bounds share one number of decimals (set by the largest magnitude of the three); the
+/// bracket is left out when there is no CI.
+pub fn estimate(e: &Estimate, unit: &str) -> String {
+    let vals = [Some(e.est), e.lo, e.hi];
+    let (scale, signed) = match unit {
+        "fraction" | "pp" => (100.0, true),
+        _ => (1.0, false),
+    };
+    let m = vals
+        .iter()
+        .flatten()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max((v * scale).abs()));
+    let dp = match unit {
+        "fraction" | "pp" => {
+            if m >= 99.95 {
+                0
+            } else {
+                1
+            }
+        }
+        "ratio" if m < 10.0 => 2,
+        "count" => 0,
+        _ => dp_for(m),
+    };
+    let one = |v: f64| -> String {
+        if !v.is_finite() {
+            return num(v);
+        }
+        let s = fixed(v * scale, dp);
+        let s = if signed && !s.starts_with('-') && s.trim_start_matches(['0', '.']).is_empty() {
+            s
+        } else if signed && !s.starts_with('-') {
+            format!("+{s}")
+        } else {
+            s
+        };
+        if unit == "fraction" {
+            format!("{s}%")
+        } else {
+            s
+        }
+    };
+    let ci = match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) => Some(format!("[{}, {}]", one(lo), one(hi))),
+        (Some(lo), None) => Some(format!("[{}, ?]", one(lo))),
+        (None, Some(hi)) => Some(format!("[?, {}]", one(hi))),
+        (None, None) => None,
+    };
+    let suffix = match unit {
+        "fraction" | "ratio" | "count" | "" => String::new(),
+        "pp" => " pp".to_owned(),
+        "hours" => " h".to_owned(),
+        "us" => " µs".to_owned(),
+        "ms" => " ms".to_owned(),
+        "rps" => " req/s".to_owned(),
+        other => format!(" {other}"),
+    };
+    match ci {
+        Some(ci) => format!("{} {ci}{suffix}", one(e.est)),
+        None => format!("{}{suffix}", one(e.est)),
+    }
+}
+
+/// Optional estimate; `n/a` when absent.
+pub fn opt_estimate(e: Option<&Estimate>, unit: &str) -> String {
+    e.map_or_else(|| NA.to_owned(), |e| estimate(e, unit))
+}
+
+/// Optional number with a unit; `n/a` when absent.
+pub fn opt(x: Option<f64>, unit: &str) -> String {
+    x.map_or_else(|| NA.to_owned(), |x| with_unit(x, unit))
+}
+
+/// Milliseconds since the Unix epoch → `YYYY-MM-DD HH:MM:SS UTC` (no time-zone database, no
+/// "now": pure arithmetic on the stored value).
+pub fn unix_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Howard Hinnant's days-from-civil inverse.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Escapes a data string for Markdown text (table cells included): Markdown punctuation is
+/// backslash-escaped, `<`, `>` and `&` become entities (so no raw HTML or entity can be injected),
+/// `|` is escaped for tables and line breaks become spaces.
+pub fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\n' | '\r' | '\t' => out.push(' '),
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '!' | '|'
+            | '~' | '^' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A fenced Markdown code block that data cannot break out of: the fence is longer than any
+/// backtick run in the content.
+pub fn md_code_block(content: &str, lang: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in content.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest.max(2) + 1);
+    let body = content.trim_end_matches('\n');
+    format!("{fence}{lang}\n{body}\n{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(num(1234.56), "1235");
+        assert_eq!(num(12.345), "12.3");
+        assert_eq!(num(1.2345), "1.23");
+        assert_eq!(num(0.12345), "0.123");
+        assert_eq!(num(0.0012345), "0.00123");
+        assert_eq!(num(-0.0), "0");
+        assert_eq!(num(-0.0001), "-0.000100");
+        assert_eq!(num(f64::NAN), "n/a");
+        assert_eq!(rate(0.5), "0.5");
+        assert_eq!(rate(4.0), "4");
+        assert_eq!(pct(0.123), "+12.3%");
+        assert_eq!(pct(-0.05), "-5.0%");
+        assert_eq!(pct(-0.0001), "0.0%");
+        assert_eq!(pct(1.5), "+150%");
+        assert_eq!(pp(-0.07), "-7.0 pp");
+        assert_eq!(share(0.95), "95.0%");
+    }
+
+    #[test]
+    fn estimates() {
+        let e = Estimate {
+            est: 12.34,
+            lo: Some(10.1),
+            hi: Some(14.6),
+        };
+        assert_eq!(estimate(&e, "ms"), "12.3 [10.1, 14.6] ms");
+        assert_eq!(estimate(&e, ""), "12.3 [10.1, 14.6]");
+        let f = Estimate {
+            est: 0.123,
+            lo: Some(0.101),
+            hi: Some(0.146),
+        };
+        assert_eq!(estimate(&f, "fraction"), "+12.3% [+10.1%, +14.6%]");
+        let p = Estimate {
+            est: -0.07,
+            lo: Some(-0.09),
+            hi: Some(-0.05),
+        };
+        assert_eq!(estimate(&p, "pp"), "-7.0 [-9.0, -5.0] pp");
+        let n = Estimate {
+            est: 4.8,
+            lo: None,
+            hi: None,
+        };
+        assert_eq!(estimate(&n, "hours"), "4.80 h");
+        let u = Estimate {
+            est: 60.2,
+            lo: Some(0.174),
+            hi: Some(120.4),
+        };
+        assert_eq!(estimate(&u, "us"), "60 [0, 120] µs");
+        let r = Estimate {
+            est: 0.0222,
+            lo: Some(-0.0978),
+            hi: Some(0.152),
+        };
+        assert_eq!(estimate(&r, "ratio"), "0.02 [-0.10, 0.15]");
+        let big = Estimate {
+            est: 0.92,
+            lo: Some(0.813),
+            hi: Some(1.03),
+        };
+        assert_eq!(estimate(&big, "fraction"), "+92% [+81%, +103%]");
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(unix_ms(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(unix_ms(1_764_428_400_000), "2025-11-29 15:00:00 UTC");
+        assert_eq!(unix_ms(951_782_400_000), "2000-02-29 00:00:00 UTC");
+    }
+
+    #[test]
+    fn markdown_escape() {
+        let s = md("<script>alert(1)</script>&\"x|y*_`");
+        assert!(!s.contains('<') && !s.contains('>'));
+        assert!(s.contains("\\|") && s.contains("\\*") && s.contains("\\_") && s.contains("\\`"));
+        assert_eq!(md("a\nb"), "a b");
+        let b = md_code_block("x ``` y", "");
+        assert!(b.starts_with("````\n"));
+    }
+}
