@@ -1,0 +1,600 @@
+//! `ctax report` output: files, figures, anchors, degradation notes, escaping, determinism.
+//!
+//! Every test renders the synthetic fixture (`report::fixture`) into a fresh temp directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use connector_tax::analysis::model::AnalysisResult;
+use connector_tax::report::{self, fixture};
+
+const FIGS: [&str; 8] = [
+    "fig1_ttft_vs_rate",
+    "fig2_tpot_vs_rate",
+    "fig3_throughput",
+    "fig4_tax_bars",
+    "fig5_shape_heatmap",
+    "fig6_step_cdf",
+    "fig7_decomposition",
+    "fig8_additivity",
+];
+
+fn anchors() -> Vec<String> {
+    let mut v: Vec<String> = (1..=6).map(|i| format!("h{i}")).collect();
+    v.extend((1..=7).map(|i| format!("sc{i}")));
+    v.extend((1..=8).map(|i| format!("fig{i}")));
+    v.extend(["conventions", "provenance"].map(String::from));
+    v
+}
+
+struct Out {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    rendered: report::RenderedReport,
+}
+
+impl Out {
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root.join(rel))
+            .unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+    }
+    fn html(&self) -> String {
+        self.read("index.html")
+    }
+    fn md(&self) -> String {
+        self.read("report.md")
+    }
+}
+
+fn render(r: &AnalysisResult) -> Out {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("site");
+    let rendered = report::render(r, &root).expect("render");
+    Out {
+        _dir: dir,
+        root,
+        rendered,
+    }
+}
+
+/// All files under `root`, relative path → bytes.
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// A small XML well-formedness check: balanced tags, quoted attributes, and no raw `<` or bare
+/// `&` in text or attribute values (so escaping is proven, not assumed).
+fn check_xml(name: &str, s: &str) {
+    let b = s.as_bytes();
+    let mut stack: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'<' => {
+                let end = s[i..]
+                    .find('>')
+                    .map(|e| i + e)
+                    .unwrap_or_else(|| panic!("{name}: unclosed tag at {i}"));
+                let tag = &s[i + 1..end];
+                assert!(
+                    !tag.contains('<'),
+                    "{name}: '<' inside a tag at {i}: {tag:.80}"
+                );
+                if let Some(close) = tag.strip_prefix('/') {
+                    let open = stack
+                        .pop()
+                        .unwrap_or_else(|| panic!("{name}: stray </{close}>"));
+                    assert_eq!(open, close.trim(), "{name}: mismatched tags");
+                } else if !tag.starts_with('?') && !tag.starts_with('!') {
+                    let tname: String = tag
+                        .chars()
+                        .take_while(|c| !c.is_whitespace() && *c != '/')
+                        .collect();
+                    // Attribute values: quotes balanced, no raw '&' that is not an entity.
+                    assert_eq!(
+                        tag.matches('"').count() % 2,
+                        0,
+                        "{name}: unbalanced quotes in <{tag:.80}>"
+                    );
+                    check_amp(name, tag);
+                    let void = ["br", "hr", "img", "meta", "link", "input", "wbr"]
+                        .contains(&tname.as_str());
+                    if !tag.ends_with('/') && !void {
+                        stack.push(tname);
+                    }
+                }
+                i = end + 1;
+            }
+            _ => {
+                let end = s[i..].find('<').map_or(b.len(), |e| i + e);
+                check_amp(name, &s[i..end]);
+                i = end;
+            }
+        }
+    }
+    assert!(stack.is_empty(), "{name}: unclosed elements {stack:?}");
+}
+
+fn check_amp(name: &str, text: &str) {
+    for (k, _) in text.match_indices('&') {
+        let rest = &text[k + 1..];
+        let ent: String = rest.chars().take_while(|c| *c != ';').take(10).collect();
+        let ok = rest.len() > ent.len()
+            && rest.as_bytes()[ent.len()] == b';'
+            && ((!ent.is_empty() && ent.chars().all(|c| c.is_ascii_alphabetic()))
+                || (ent.len() > 1
+                    && ent.starts_with('#')
+                    && ent[1..].chars().all(|c| c.is_ascii_alphanumeric())));
+        assert!(ok, "{name}: bare '&' in {text:.120}");
+    }
+}
+
+fn count_shapes(svg: &str) -> usize {
+    [
+        "<path",
+        "<rect",
+        "<circle",
+        "<polyline",
+        "<polygon",
+        "<line",
+    ]
+    .iter()
+    .map(|t| svg.matches(t).count())
+    .sum()
+}
+
+#[test]
+fn writes_every_file_and_figures_are_real_svg() {
+    let out = render(&fixture::demo_result());
+    assert!(out.root.join("index.html").is_file());
+    assert!(out.root.join("report.md").is_file());
+    assert_eq!(out.rendered.figures.len(), 8);
+    assert_eq!(
+        out.rendered.dropped().count(),
+        0,
+        "{:?}",
+        out.rendered.figures
+    );
+    for slug in FIGS {
+        let rel = format!("figures/{slug}.svg");
+        let svg = out.read(&rel);
+        assert!(
+            svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"),
+            "{rel}: not an SVG document"
+        );
+        assert!(
+            svg.contains("xmlns=\"http://www.w3.org/2000/svg\""),
+            "{rel}: no namespace"
+        );
+        check_xml(&rel, &svg);
+        let shapes = count_shapes(&svg);
+        assert!(shapes > 40, "{rel}: only {shapes} shapes");
+        assert!(svg.matches("<text").count() > 10, "{rel}: too few labels");
+        // Inlined into the page too.
+        assert!(out.rendered.files.contains(&out.root.join(&rel)));
+    }
+    // Only ASCII in SVG text: the naive font metrics assume it (labels in µs are written "us").
+    for slug in FIGS {
+        let svg = out.read(&format!("figures/{slug}.svg"));
+        assert!(svg.is_ascii(), "{slug}: non-ASCII text in SVG");
+    }
+    check_xml("index.html body", body(&out.html()));
+}
+
+/// The `<body>` of the page (the head holds CSS with `>` selectors).
+fn body(html: &str) -> &str {
+    let a = html.find("<body>").unwrap();
+    let b = html.rfind("</body>").unwrap();
+    &html[a..b + "</body>".len()]
+}
+
+#[test]
+fn anchors_exist_exactly_once_and_links_resolve() {
+    for r in [fixture::demo_result(), fixture::degraded_result()] {
+        let out = render(&r);
+        let html = out.html();
+        for id in anchors() {
+            let n = html.matches(&format!("id=\"{id}\"")).count();
+            assert_eq!(n, 1, "anchor #{id} appears {n} times in index.html");
+        }
+        for (k, _) in html.match_indices("href=\"#") {
+            let rest = &html[k + 7..];
+            let id = &rest[..rest.find('"').unwrap()];
+            assert!(
+                html.contains(&format!("id=\"{id}\"")),
+                "link #{id} does not resolve"
+            );
+        }
+        let md = out.md();
+        for id in anchors()
+            .iter()
+            .filter(|a| a.starts_with('h') || a.starts_with("sc") || a.starts_with("fig"))
+        {
+            assert_eq!(
+                md.matches(&format!("<a id=\"{id}\"></a>")).count(),
+                1,
+                "report.md anchor {id}"
+            );
+        }
+    }
+}
+
+#[test]
+fn verdict_rows_show_estimate_ci_threshold_verdict_reason() {
+    let out = render(&fixture::demo_result());
+    let html = out.html();
+    let row = |id: &str| {
+        let k = html.find(&format!("<tr id=\"{id}\">")).unwrap();
+        let end = html[k..].find("</tr>").unwrap();
+        html[k..k + end].to_owned()
+    };
+    let h1 = row("h1");
+    assert!(h1.contains("badge supported"), "{h1}");
+    assert!(h1.contains("tax &#62;= 0.10"), "{h1}");
+    assert!(h1.contains("%, +"), "estimate with CI: {h1}");
+    assert!(row("h4").contains("badge refuted") && row("h4").contains("super-additive"));
+    assert!(row("h2").contains("badge inconclusive"));
+    assert!(row("sc7").contains("badge not-testable"));
+    // Every kind of verdict is styled.
+    for kind in ["supported", "refuted", "inconclusive", "not-testable"] {
+        assert!(html.contains(&format!("badge {kind}")), "no {kind} badge");
+    }
+}
+
+#[test]
+fn missing_verdicts_still_get_their_anchor() {
+    let mut r = fixture::demo_result();
+    r.verdicts.hypotheses.retain(|v| v.id != "h3");
+    r.verdicts.success_criteria.clear();
+    let out = render(&r);
+    let html = out.html();
+    assert_eq!(html.matches("id=\"h3\"").count(), 1);
+    assert_eq!(html.matches("id=\"sc5\"").count(), 1);
+    assert!(html.contains("the analysis produced no verdict for this id"));
+}
+
+#[test]
+fn same_input_gives_byte_identical_output() {
+    let r = fixture::demo_result();
+    let a = render(&r);
+    let b = render(&r.clone());
+    let (sa, sb) = (snapshot(&a.root), snapshot(&b.root));
+    assert_eq!(sa.keys().collect::<Vec<_>>(), sb.keys().collect::<Vec<_>>());
+    for (k, v) in &sa {
+        assert!(v == &sb[k], "{k} differs between two renders");
+    }
+    // Through the archived JSON (what `ctax report` reads back) the output is the same too.
+    let summary: connector_tax::analysis::model::AnalysisSummary =
+        serde_json::from_str(&serde_json::to_string(&r.summary).unwrap()).unwrap();
+    let verdicts: connector_tax::analysis::model::Verdicts =
+        serde_json::from_str(&serde_json::to_string(&r.verdicts).unwrap()).unwrap();
+    let c = render(&AnalysisResult {
+        summary,
+        verdicts,
+        step_ecdf: r.step_ecdf.clone(),
+    });
+    assert!(
+        sa == snapshot(&c.root),
+        "JSON round trip changed the output"
+    );
+    // Degraded input is deterministic as well.
+    let d = fixture::degraded_result();
+    assert!(snapshot(&render(&d).root) == snapshot(&render(&d).root));
+}
+
+#[test]
+fn no_step_timing_replaces_figures_6_and_7_with_a_note() {
+    let out = render(&fixture::without_step_timing(fixture::demo_result()));
+    let dropped: Vec<u8> = out.rendered.dropped().map(|f| f.number).collect();
+    assert_eq!(dropped, [6, 7]);
+    assert!(!out.root.join("figures/fig6_step_cdf.svg").exists());
+    assert!(!out.root.join("figures/fig7_decomposition.svg").exists());
+    let html = out.html();
+    assert!(html.contains("Step timing unavailable"));
+    let fig6 = &html[html.find("id=\"fig6\"").unwrap()..];
+    assert!(fig6[..fig6.find("</figure>").unwrap()].contains("not drawn"));
+    let md = out.md();
+    assert!(md.contains("Step timing unavailable"));
+    assert!(
+        !md.contains("figures/fig6_step_cdf.svg") && !md.contains("figures/fig7_decomposition.svg")
+    );
+}
+
+#[test]
+fn missing_noop_drops_figure_7_with_the_reason() {
+    let r = fixture::without_config(
+        fixture::demo_result(),
+        "noop_connector",
+        "verify_noop_connector: import failed",
+    );
+    let out = render(&r);
+    let dropped: Vec<(u8, String)> = out
+        .rendered
+        .dropped()
+        .map(|f| (f.number, f.note.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert_eq!(dropped[0].0, 7);
+    assert!(
+        dropped[0]
+            .1
+            .contains("noop_connector did not run (verify_noop_connector: import failed)")
+    );
+    let html = out.html();
+    assert!(html.contains("noop_connector did not run"));
+    assert!(html.contains("id=\"skipped\""), "skipped configs table");
+    assert!(out.md().contains("noop\\_connector did not run"));
+}
+
+#[test]
+fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
+    let r = fixture::without_config(
+        fixture::demo_result(),
+        "multi_mooncake_lmcache",
+        "verify_multi_connector: engine crashed",
+    );
+    let out = render(&r);
+    let dropped: Vec<u8> = out.rendered.dropped().map(|f| f.number).collect();
+    assert_eq!(dropped, [8]);
+    let html = out.html();
+    assert!(
+        html.contains("multi_mooncake_lmcache (skipped: verify_multi_connector: engine crashed)")
+    );
+    let skipped = &html[html.find("id=\"skipped\"").unwrap()..];
+    assert!(skipped.contains("multi_mooncake_lmcache") && skipped.contains("engine crashed"));
+
+    let d = render(&fixture::degraded_result());
+    let dropped: Vec<u8> = d.rendered.dropped().map(|f| f.number).collect();
+    assert_eq!(dropped, [6, 7]);
+    let html = d.html();
+    for c in ["noop_connector", "mooncake_consumer"] {
+        assert!(
+            html[html.find("id=\"skipped\"").unwrap()..].contains(c),
+            "{c} not listed as skipped"
+        );
+    }
+    // Incomplete cells are flagged, their server error text escaped.
+    assert!(html.contains("class=\"flag\""));
+    assert!(html.contains("HTTP 500 &#60;html&#62;"));
+}
+
+#[test]
+fn stale_figures_are_removed_on_rerender() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("site");
+    report::render(&fixture::demo_result(), &root).unwrap();
+    assert!(root.join("figures/fig6_step_cdf.svg").exists());
+    std::fs::write(root.join("figures/notes.txt"), "not ours").unwrap();
+    report::render(&fixture::degraded_result(), &root).unwrap();
+    assert!(!root.join("figures/fig6_step_cdf.svg").exists());
+    assert!(!root.join("figures/fig7_decomposition.svg").exists());
+    assert!(
+        root.join("figures/notes.txt").exists(),
+        "files the renderer does not own are kept"
+    );
+}
+
+#[test]
+fn simulated_data_gets_a_banner() {
+    let out = render(&fixture::simulated(fixture::demo_result()));
+    let html = out.html();
+    assert!(html.contains("class=\"banner\"") && html.contains("SIMULATED DATA"));
+    assert!(html.contains("<title>KV-connector substrate tax (SIMULATED DATA)</title>"));
+    assert!(out.md().contains("**SIMULATED DATA.**"));
+    let real = render(&fixture::demo_result());
+    assert!(!real.html().contains("class=\"banner\""));
+    assert!(!real.md().contains("SIMULATED DATA"));
+}
+
+#[test]
+fn page_is_self_contained() {
+    let out = render(&fixture::demo_result());
+    let html = out.html();
+    // The SVG namespace is the one URL allowed (it is an identifier, never fetched).
+    let stripped = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    for bad in [
+        "<script", "<link", "<img", "<iframe", "<object", "<embed", "src=", "http://", "https://",
+        "@import", "url(",
+    ] {
+        assert!(!stripped.contains(bad), "index.html contains {bad}");
+    }
+    assert!(html.contains("<style>"), "CSS is inline");
+    assert_eq!(html.matches("<svg ").count(), 8, "every figure inlined");
+}
+
+const HOSTILE_RAW: [&str; 9] = [
+    "<script",
+    "</script",
+    "<img",
+    "<b>",
+    "</td><script",
+    "</pre><script",
+    "<html>",
+    "onerror=",
+    "javascript:alert",
+];
+
+#[test]
+fn data_strings_are_escaped_everywhere() {
+    let r = fixture::hostile_result();
+    let out = render(&r);
+    let html = out.html();
+    let md = out.md();
+    // HTML: the page holds no script at all, so any "<script" would be injected.
+    for bad in HOSTILE_RAW
+        .iter()
+        .filter(|b| **b != "onerror=" && **b != "javascript:alert")
+    {
+        assert!(!html.contains(bad), "index.html contains raw {bad}");
+    }
+    assert!(!html.contains("<img src=x"), "raw attribute injection");
+    // askama escapes with numeric entities; plotters' SVG text with named ones.
+    assert!(
+        html.contains("&#60;script&#62;alert(1)&#60;/script&#62;&#38;&#34;x|y"),
+        "escaped config name in tables"
+    );
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;/scr"),
+        "escaped config name in the SVG legend"
+    );
+    check_xml("hostile index.html body", body(&html));
+    for f in out.rendered.figures.iter().filter_map(|f| f.file.as_ref()) {
+        let svg = std::fs::read_to_string(f).unwrap();
+        for bad in HOSTILE_RAW {
+            assert!(!svg.contains(bad), "{} contains raw {bad}", f.display());
+        }
+        check_xml(&f.display().to_string(), &svg);
+    }
+    // Markdown: no raw HTML from data outside code blocks (inside them it is literal text),
+    // and tables keep their column count.
+    let prose = strip_fences(&md);
+    for bad in HOSTILE_RAW
+        .iter()
+        .filter(|b| **b != "onerror=" && **b != "javascript:alert")
+    {
+        assert!(!prose.contains(bad), "report.md contains raw {bad}");
+    }
+    assert!(
+        md.contains("&lt;script&gt;alert\\(1\\)&lt;/script&gt;&amp;&quot;x\\|y"),
+        "escaped name in report.md"
+    );
+    check_md_tables(&md);
+    check_md_html(&md);
+}
+
+/// report.md without its fenced code blocks.
+fn strip_fences(md: &str) -> String {
+    let mut out = String::new();
+    let mut fence: Option<String> = None;
+    for line in md.lines() {
+        let ticks: String = line.chars().take_while(|c| *c == '`').collect();
+        match &fence {
+            None if ticks.len() >= 3 => fence = Some(ticks),
+            Some(f) if ticks.len() >= f.len() && line.trim_start_matches('`').trim().is_empty() => {
+                fence = None
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+/// Every Markdown table keeps the header's column count (an unescaped `|` would add one).
+fn check_md_tables(md: &str) {
+    let cols = |line: &str| {
+        let b = line.as_bytes();
+        (0..b.len())
+            .filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\'))
+            .count()
+    };
+    let mut header: Option<usize> = None;
+    for line in strip_fences(md).lines() {
+        if line.starts_with('|') {
+            let n = cols(line);
+            match header {
+                None => header = Some(n),
+                Some(h) => assert_eq!(n, h, "table row with a different column count: {line}"),
+            }
+        } else {
+            header = None;
+        }
+    }
+}
+
+/// Rendering report.md yields no raw HTML except the report's own `<a id="…"></a>` anchors.
+fn check_md_html(md: &str) {
+    use pulldown_cmark::{Event, Options, Parser};
+    for ev in Parser::new_ext(md, Options::ENABLE_TABLES) {
+        if let Event::Html(h) | Event::InlineHtml(h) = ev {
+            let h = h.trim();
+            let open = h.strip_suffix("</a>").unwrap_or(h);
+            let ok = open.is_empty()
+                || (open.starts_with("<a id=\"")
+                    && open.ends_with("\">")
+                    && open[7..open.len() - 2]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-'));
+            assert!(ok, "raw HTML in report.md: {h}");
+        }
+    }
+}
+
+#[test]
+fn markdown_twin_is_clean_and_links_figures() {
+    let out = render(&fixture::demo_result());
+    let md = out.md();
+    check_md_tables(&md);
+    check_md_html(&md);
+    for slug in FIGS {
+        assert!(
+            md.contains(&format!("](figures/{slug}.svg)")),
+            "report.md does not link {slug}"
+        );
+    }
+    assert!(md.ends_with("|\n") || md.ends_with('\n'));
+    assert!(!md.contains(" \n"), "trailing spaces");
+    for s in [
+        "## Conventions",
+        "## Provenance",
+        "### Hypotheses",
+        "### Success criteria",
+        "vllm bench serve",
+    ] {
+        assert!(md.contains(s), "report.md lacks {s}");
+    }
+}
+
+#[test]
+fn conventions_and_provenance_are_reported() {
+    let out = render(&fixture::demo_result());
+    let html = out.html();
+    let conv =
+        &html[html.find("id=\"conventions\"").unwrap()..html.find("id=\"warnings\"").unwrap()];
+    for s in [
+        "vllm bench serve",
+        "Percentile estimator",
+        "linear",
+        "10000 resamples",
+        "TTFT",
+        "TPOT",
+        "ITL",
+        "E2E",
+        "Warm-up",
+        "Token source",
+    ] {
+        assert!(conv.contains(s), "conventions lack {s}");
+    }
+    let prov = &html[html.find("id=\"provenance\"").unwrap()..];
+    for s in [
+        "0.11.2 (9c3fe1d2a7)",
+        "NVIDIA H20",
+        "mooncake-transfer-engine 0.3.7.post2",
+        "2025-11-20 10:15:00 UTC",
+        "bash launch/launch_plain.sh",
+        "ctax report results/demo --out site/",
+        "Pre-flight decisions",
+        "driver",
+        "570.124.06",
+        "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+        "min_completed = 200",
+    ] {
+        assert!(prov.contains(s), "provenance lacks {s}");
+    }
+}
