@@ -1,0 +1,196 @@
+//! Per-cell statistics: latency quantiles with CIs, counts, throughput, queue depth, client
+//! health and engine-step statistics.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+
+use super::model::{CellStats, Counts, Quantiles, StepStats};
+use super::replicates::Replicator;
+use super::samples::{CellSamples, LaunchSamples};
+use crate::stats::{mean, quantile};
+
+pub const QS: [f64; 3] = [0.5, 0.9, 0.99];
+
+/// Point estimates from polars for (config, launch|None, phase, cell) → metric → [mean, p50, p90, p99].
+pub type PointTable =
+    HashMap<(String, Option<u32>, String, String), HashMap<&'static str, [Option<f64>; 4]>>;
+
+/// Replicate key of a metric in a cell; `launch = None` for the pooled cell.
+pub fn rep_key(cs: &CellSamples, launch: Option<u32>, metric: &str) -> String {
+    let l = launch.map_or("all".to_owned(), |l| format!("l{l}"));
+    format!(
+        "{}|{}|{}|{}|{}",
+        cs.key.config, cs.key.phase, cs.key.cell, l, metric
+    )
+}
+
+/// Quantiles of `groups` (one per launch). `point` overrides the point estimates (polars).
+pub fn quantiles(
+    rep: &Replicator,
+    key: &str,
+    groups: &[&[f64]],
+    point: Option<[Option<f64>; 4]>,
+) -> Quantiles {
+    let pooled: Vec<f64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
+    if pooled.is_empty() {
+        return Quantiles::default();
+    }
+    let mut sorted = pooled.clone();
+    crate::stats::percentile::sort(&mut sorted);
+    let own = |q: f64| crate::stats::quantile_sorted(&sorted, q);
+    let reps = rep.quantiles(key, groups, &QS);
+    let est = |i: usize| -> Option<super::model::Estimate> {
+        let e = point.and_then(|p| p[i + 1]).or_else(|| own(QS[i]))?;
+        Some(match &reps {
+            Some(r) if pooled.len() > 1 => rep.estimate(e, &r[i]),
+            _ => super::model::Estimate {
+                est: e,
+                lo: None,
+                hi: None,
+            },
+        })
+    };
+    Quantiles {
+        n: pooled.len() as u64,
+        mean: point.and_then(|p| p[0]).or_else(|| mean(&pooled)),
+        p50: est(0),
+        p90: est(1),
+        p99: est(2),
+    }
+}
+
+/// Statistics of one cell: pooled over `launches` (several launches → hierarchical CIs).
+pub fn cell_stats(
+    rep: &Replicator,
+    cs: &CellSamples,
+    launch: Option<u32>,
+    points: &PointTable,
+) -> CellStats {
+    let launches: Vec<&LaunchSamples> = cs
+        .launches
+        .iter()
+        .filter(|l| launch.is_none_or(|k| l.launch == k))
+        .collect();
+    let groups = |f: fn(&LaunchSamples) -> &Vec<f64>| -> Vec<&[f64]> {
+        launches
+            .iter()
+            .map(|l| f(l).as_slice())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let point_key = (
+        cs.key.config.clone(),
+        launch,
+        cs.key.phase.tag().to_owned(),
+        cs.key.cell.clone(),
+    );
+    let point = |m: &str| points.get(&point_key).and_then(|p| p.get(m)).copied();
+    let q = |metric: &str, f: fn(&LaunchSamples) -> &Vec<f64>| {
+        quantiles(rep, &rep_key(cs, launch, metric), &groups(f), point(metric))
+    };
+
+    let mut counts = Counts::default();
+    for l in &launches {
+        counts.scheduled += l.counts.scheduled;
+        counts.warmup += l.counts.warmup;
+        counts.measured_ok += l.counts.measured_ok;
+        counts.dropped += l.counts.dropped;
+        counts.errors += l.counts.errors;
+        counts.cancelled += l.counts.cancelled;
+    }
+    let window_s: f64 = launches
+        .iter()
+        .filter_map(|l| l.window)
+        .map(|w| w.seconds())
+        .sum();
+    let completions: u64 = launches.iter().map(|l| l.completions_in_window).sum();
+    let sends: u64 = launches.iter().map(|l| l.sends_in_window).sum();
+    let rate_per_window = |n: u64| (window_s > 0.0).then(|| n as f64 / window_s);
+    let waiting: Vec<f64> = launches
+        .iter()
+        .flat_map(|l| l.waiting.iter().copied())
+        .collect();
+    let running: Vec<f64> = launches
+        .iter()
+        .flat_map(|l| l.running.iter().copied())
+        .collect();
+    let health = launches.iter().filter_map(|l| l.health.as_ref());
+    let worst = |f: fn(&ctax_schema::CellHealth) -> f64| health.clone().map(f).reduce(f64::max);
+
+    let has_steps = launches.iter().any(|l| !l.step_duration_us.is_empty());
+    let step = has_steps.then(|| StepStats {
+        n_steps: launches.iter().map(|l| l.n_steps).sum(),
+        step_duration_us: q("step_duration_us", |l| &l.step_duration_us),
+        schedule_us: q("schedule_us", |l| &l.schedule_us),
+        build_meta_us: q("build_meta_us", |l| &l.build_meta_us),
+        get_finished_us: q("get_finished_us", |l| &l.get_finished_us),
+        start_load_kv_us: q("start_load_kv_us", |l| &l.start_load_kv_us),
+        connector_total_us: q("connector_total_us", |l| &l.connector_total_us),
+    });
+
+    CellStats {
+        key: cs.key.clone(),
+        launch,
+        launches: launches.iter().map(|l| l.launch).collect(),
+        rate: cs.shape.rate,
+        input_len: cs.shape.input_len,
+        output_len: cs.shape.output_len,
+        counts,
+        complete: launches.iter().all(|l| l.complete),
+        incomplete_reasons: launches
+            .iter()
+            .filter_map(|l| {
+                l.incomplete_reason
+                    .as_ref()
+                    .map(|r| format!("{} (l{}): {r}", l.run_dir, l.launch))
+            })
+            .collect(),
+        ttft_ms: q("ttft_ms", |l| &l.ttft_ms),
+        tpot_ms: q("tpot_ms", |l| &l.tpot_ms),
+        e2e_ms: q("e2e_ms", |l| &l.e2e_ms),
+        itl_ms: q("itl_ms", |l| &l.itl_ms),
+        offered_rps: cs.shape.rate,
+        effective_rps: rate_per_window(completions),
+        achieved_send_rps: rate_per_window(sends),
+        waiting_p50: quantile(&waiting, 0.5),
+        running_p50: quantile(&running, 0.5),
+        lateness_us_p99: worst(|h| h.lateness_us_p99),
+        lateness_us_max: worst(|h| h.lateness_us_max),
+        client_cpu_pct: worst(|h| h.client_cpu_pct),
+        step,
+        saturation: None,
+    }
+}
+
+/// Pooled and per-launch statistics of every cell (in parallel over cells).
+pub fn all_cell_stats(
+    rep: &Replicator,
+    samples: &[&CellSamples],
+    points: &PointTable,
+) -> (Vec<CellStats>, Vec<CellStats>) {
+    let pairs: Vec<(CellStats, Vec<CellStats>)> = samples
+        .par_iter()
+        .map(|cs| {
+            let pooled = cell_stats(rep, cs, None, points);
+            let per_launch: Vec<CellStats> = if cs.launches.len() == 1 {
+                let mut one = pooled.clone();
+                one.launch = Some(cs.launches[0].launch);
+                vec![one]
+            } else {
+                cs.launches
+                    .iter()
+                    .map(|l| cell_stats(rep, cs, Some(l.launch), points))
+                    .collect()
+            };
+            (pooled, per_launch)
+        })
+        .collect();
+    let mut pooled = Vec::with_capacity(pairs.len());
+    let mut per_launch = Vec::new();
+    for (p, l) in pairs {
+        pooled.push(p);
+        per_launch.extend(l);
+    }
+    (pooled, per_launch)
+}

@@ -1,0 +1,337 @@
+//! The analysis output: everything `analysis/summary.json` and `analysis/verdicts.json` hold, and
+//! what the report renders. Serde types only; no computation here.
+
+use std::collections::BTreeMap;
+
+use ctax_schema::{ManifestRow, Phase, PreflightStatus, ReferenceRates};
+use serde::{Deserialize, Serialize};
+
+use crate::stats::BootstrapConfig;
+
+/// A point estimate with its bootstrap confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub est: f64,
+    /// Lower / upper end of the CI; `None` when the bootstrap could not give one (one sample,
+    /// or a ratio over zero).
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+}
+
+impl Estimate {
+    /// True when the CI lies entirely above `t`.
+    pub fn above(&self, t: f64) -> bool {
+        self.lo.is_some_and(|lo| lo > t)
+    }
+    /// True when the CI lies entirely below `t`.
+    pub fn below(&self, t: f64) -> bool {
+        self.hi.is_some_and(|hi| hi < t)
+    }
+}
+
+/// p50/p90/p99 (each with CI), mean and sample size of one latency metric in one cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Quantiles {
+    pub n: u64,
+    pub mean: Option<f64>,
+    pub p50: Option<Estimate>,
+    pub p90: Option<Estimate>,
+    pub p99: Option<Estimate>,
+}
+
+/// Identity of a cell of the sweep.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CellKey {
+    pub config: String,
+    pub phase: Phase,
+    /// `r<rate>_i<in>_o<out>`.
+    pub cell: String,
+}
+
+/// Request counts of a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Counts {
+    /// Records in the file(s).
+    pub scheduled: u64,
+    /// Flagged warm-up (excluded from every statistic).
+    pub warmup: u64,
+    /// Non-warm-up requests that ended ok (the statistics' n).
+    pub measured_ok: u64,
+    pub dropped: u64,
+    /// http_error + connect_error + timeout + stream_error.
+    pub errors: u64,
+    pub cancelled: u64,
+}
+
+/// Engine-step statistics of a cell (from the step-timing plugin), µs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StepStats {
+    pub n_steps: u64,
+    pub step_duration_us: Quantiles,
+    pub schedule_us: Quantiles,
+    pub build_meta_us: Quantiles,
+    pub get_finished_us: Quantiles,
+    pub start_load_kv_us: Quantiles,
+    /// Sum of the three callbacks per step (steps where at least one was observed).
+    pub connector_total_us: Quantiles,
+}
+
+/// One saturation criterion evaluated at one rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Criterion {
+    /// `None` when it could not be evaluated (say why in `note`).
+    pub value: Option<f64>,
+    pub threshold: f64,
+    pub fired: bool,
+    pub note: Option<String>,
+}
+
+/// The seed's three data-driven saturation criteria at one Phase A rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saturation {
+    /// 1: effective_throughput / offered < 0.95.
+    pub throughput: Criterion,
+    /// 2: num_requests_waiting p50 (over the measurement window's scrapes) > 1.
+    pub queue: Criterion,
+    /// 3: TTFT p90(r) / TTFT p90(r/2) > 1.5 (`note` names the lower rate used).
+    pub ttft_growth: Criterion,
+    /// At least one criterion fired at this rate.
+    pub any: bool,
+    /// This rate is at or above the config's saturation rate (the lowest rate that fired).
+    pub saturated: bool,
+}
+
+/// All statistics of one cell. `launch = None` pools every launch of the config (hierarchical
+/// CIs); `Some(k)` is one launch alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellStats {
+    pub key: CellKey,
+    pub launch: Option<u32>,
+    /// Launch indices whose data is in this cell.
+    pub launches: Vec<u32>,
+    pub rate: f64,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub counts: Counts,
+    /// Every run (launch) of this cell reached its duration and min-completed targets.
+    pub complete: bool,
+    pub incomplete_reasons: Vec<String>,
+    pub ttft_ms: Quantiles,
+    pub tpot_ms: Quantiles,
+    pub e2e_ms: Quantiles,
+    pub itl_ms: Quantiles,
+    /// Offered rate (req/s).
+    pub offered_rps: f64,
+    /// Completions (any request, warm-up included) inside the measurement window shifted by the
+    /// median E2E latency, ÷ the window length (see Conventions).
+    pub effective_rps: Option<f64>,
+    /// Sends ÷ send-window length (did the client send at the offered rate?).
+    pub achieved_send_rps: Option<f64>,
+    /// p50 over the window's scrapes of `vllm:num_requests_waiting` / `_running` (all engines).
+    pub waiting_p50: Option<f64>,
+    pub running_p50: Option<f64>,
+    /// Client health (worst launch).
+    pub lateness_us_p99: Option<f64>,
+    pub lateness_us_max: Option<f64>,
+    pub client_cpu_pct: Option<f64>,
+    pub step: Option<StepStats>,
+    /// Phase A only (pooled cells).
+    pub saturation: Option<Saturation>,
+}
+
+/// Whether a tax's CI excludes zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Detection {
+    /// CI entirely above 0.
+    Tax,
+    /// CI entirely below 0 (the config is faster than plain).
+    Negative,
+    /// CI straddles 0: no tax detectable at this sample size.
+    Inconclusive,
+    /// No CI.
+    Unknown,
+}
+
+/// One tax figure: estimate, CI, unit, and whether the CI excludes zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaxValue {
+    pub value: Estimate,
+    /// "fraction" (0.20 = +20%) or "us".
+    pub unit: String,
+    pub detection: Detection,
+}
+
+/// Where a tax was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaxContext {
+    /// Phase A cell at `ref_safe`.
+    RefSafe,
+    /// Phase A cell at `ref_load`.
+    RefLoad,
+    /// Phase B shape cell (at `ref_safe`).
+    ShapeB,
+    /// Phase B' shape cell (at `ref_load`).
+    ShapeBp,
+}
+
+/// The seed's taxes for one non-plain config in one cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tax {
+    pub config: String,
+    pub context: TaxContext,
+    pub phase: Phase,
+    pub cell: String,
+    pub rate: f64,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// TTFT_p90(X) / TTFT_p90(plain) − 1.
+    pub ttft_p90: Option<TaxValue>,
+    /// TPOT_p90(X) / TPOT_p90(plain) − 1.
+    pub tpot_p90: Option<TaxValue>,
+    /// step_duration p50(X) − p50(plain), µs.
+    pub step_p50_us: Option<TaxValue>,
+    /// connector_total p50(X), µs (plain has no callbacks).
+    pub callback_p50_us: Option<TaxValue>,
+    /// step tax − callback tax, µs: step time not explained by the instrumented callbacks.
+    pub step_minus_callback_us: Option<TaxValue>,
+}
+
+/// Verdict vocabulary shared by hypotheses and success criteria.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Supported,
+    Refuted,
+    /// The CI straddles the threshold.
+    Inconclusive,
+    /// A needed config or measurement is missing (reason says which).
+    NotTestable,
+}
+
+impl VerdictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Supported => "supported",
+            VerdictKind::Refuted => "refuted",
+            VerdictKind::Inconclusive => "inconclusive",
+            VerdictKind::NotTestable => "not testable",
+        }
+    }
+}
+
+/// One hypothesis (H1–H6) or success criterion (SC1–SC7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// `h1`…`h6`, `sc1`…`sc7` (also the report's HTML anchor).
+    pub id: String,
+    pub title: String,
+    /// The claim as pre-registered in the seed.
+    pub statement: String,
+    pub estimate: Option<Estimate>,
+    /// "fraction", "pp" (fraction points), "ratio", "hours", "count".
+    pub unit: String,
+    /// The falsifier threshold in words, e.g. "tax ≥ 0.10".
+    pub threshold: String,
+    pub verdict: VerdictKind,
+    /// One line: why this verdict.
+    pub reason: String,
+    /// Extra label the seed defines (H3: framework-/implementation-cost-dominated; H4:
+    /// additive / super-additive / sub-additive).
+    pub label: Option<String>,
+}
+
+/// Conventions the numbers follow; printed next to them in every report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conventions {
+    pub percentile_estimator: String,
+    pub bootstrap: BootstrapConfig,
+    pub ci_method: String,
+    pub ttft: String,
+    pub tpot: String,
+    pub itl: String,
+    pub e2e: String,
+    pub warmup: String,
+    pub token_source: String,
+    pub effective_throughput: String,
+    pub saturation: String,
+}
+
+/// What the dataset is and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatasetInfo {
+    pub root: String,
+    /// True if any run was served by `ctax-sim`: every output says so.
+    pub simulated: bool,
+    /// Configs with any data, in canonical order.
+    pub configs: Vec<String>,
+    /// Configs of the canonical eight with no data, with the reason (pre-flight SKIP or missing).
+    pub skipped: BTreeMap<String, String>,
+    pub step_timing_available: bool,
+    pub preflight: Option<PreflightStatus>,
+    pub manifest: Vec<ManifestRow>,
+    /// Run directory → facts from env.txt (vLLM version, GPU, driver …).
+    pub environments: BTreeMap<String, BTreeMap<String, String>>,
+    /// profile.toml as copied into the results root.
+    pub profile: Option<String>,
+    /// `config.json` `extra` per run directory (engine settings, model).
+    pub run_configs: BTreeMap<String, serde_json::Value>,
+}
+
+/// `analysis/summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AnalysisSummary {
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub conventions: Conventions,
+    pub dataset: DatasetInfo,
+    /// Pooled over launches, sorted by (config, phase, rate, input, output).
+    pub cells: Vec<CellStats>,
+    /// One entry per (config, launch, phase, cell).
+    pub per_launch: Vec<CellStats>,
+    pub reference_rates: ReferenceRates,
+    pub taxes: Vec<Tax>,
+    /// Non-fatal problems (truncated lines, missing files, incomplete cells …).
+    pub warnings: Vec<String>,
+}
+
+/// `analysis/verdicts.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdicts {
+    pub schema_version: u32,
+    pub simulated: bool,
+    pub hypotheses: Vec<Verdict>,
+    pub success_criteria: Vec<Verdict>,
+}
+
+/// In-memory result handed to the report: the two JSON documents plus the raw samples a figure
+/// needs that summary.json does not keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisResult {
+    pub summary: AnalysisSummary,
+    pub verdicts: Verdicts,
+    /// Figure 6: per config, the step durations (µs) of the Phase A cell at ref_safe, sorted.
+    pub step_ecdf: BTreeMap<String, Vec<f64>>,
+}
+
+/// The eight configs of the seed, in the order every table and legend uses.
+pub const CANONICAL_CONFIGS: [&str; 8] = [
+    "plain",
+    "noop_connector",
+    "mooncake_producer",
+    "mooncake_consumer",
+    "mooncake_both",
+    "nixl_both",
+    "lmcache_only",
+    "multi_mooncake_lmcache",
+];
+
+/// Sort position of a config name: canonical order first, then others alphabetically.
+pub fn config_order(name: &str) -> (usize, String) {
+    let i = CANONICAL_CONFIGS
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or(CANONICAL_CONFIGS.len());
+    (i, name.to_owned())
+}

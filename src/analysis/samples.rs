@@ -1,0 +1,250 @@
+//! Per-cell samples extracted from the ingested runs: the numbers every statistic is computed
+//! from, grouped by launch (each launch's values in send order) so that CIs can resample
+//! launches and then requests.
+
+use std::collections::BTreeMap;
+
+use ctax_schema::{Cell, CellHealth, Phase, RequestRecord, Status};
+
+use super::model::{CellKey, Counts};
+use crate::ingest::{Dataset, RunCell};
+
+/// A request counts in the statistics when it ended ok and was not sent during warm-up.
+pub fn is_measured(r: &RequestRecord) -> bool {
+    r.status == Status::Ok && !r.warmup
+}
+
+/// Measurement window of one launch of a cell: [start, end] ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl Window {
+    pub fn seconds(&self) -> f64 {
+        self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
+    }
+    pub fn contains(&self, t: u64) -> bool {
+        t >= self.start_ns && t <= self.end_ns
+    }
+}
+
+/// One launch's samples of one cell.
+#[derive(Debug, Clone, Default)]
+pub struct LaunchSamples {
+    pub launch: u32,
+    pub run_dir: String,
+    pub counts: Counts,
+    pub complete: bool,
+    pub incomplete_reason: Option<String>,
+    pub ttft_ms: Vec<f64>,
+    pub tpot_ms: Vec<f64>,
+    pub e2e_ms: Vec<f64>,
+    /// Pooled gaps between consecutive token-carrying events (ms).
+    pub itl_ms: Vec<f64>,
+    pub window: Option<Window>,
+    /// Requests (warm-up included) that ended ok inside the completion window: the
+    /// measurement window shifted by the median end-to-end latency of the measured requests.
+    pub completions_in_window: u64,
+    /// The shift (ns) = median(t_last_token − t_intended) over measured requests.
+    pub completion_shift_ns: u64,
+    /// Requests sent inside the window.
+    pub sends_in_window: u64,
+    /// `vllm:num_requests_waiting` / `_running` totals per scrape inside the window.
+    pub waiting: Vec<f64>,
+    pub running: Vec<f64>,
+    pub has_metrics: bool,
+    /// Engine steps inside the window (µs); `connector_total_us` only where observed.
+    pub step_duration_us: Vec<f64>,
+    pub schedule_us: Vec<f64>,
+    pub build_meta_us: Vec<f64>,
+    pub get_finished_us: Vec<f64>,
+    pub start_load_kv_us: Vec<f64>,
+    pub connector_total_us: Vec<f64>,
+    pub has_steps: bool,
+    pub health: Option<CellHealth>,
+    /// Step durations are only meaningful with a step log.
+    pub n_steps: u64,
+}
+
+/// All launches of one cell.
+#[derive(Debug, Clone)]
+pub struct CellSamples {
+    pub key: CellKey,
+    pub shape: Cell,
+    pub launches: Vec<LaunchSamples>,
+}
+
+impl CellSamples {
+    /// Per-launch slices of one metric, for the bootstrap.
+    pub fn groups(&self, f: impl Fn(&LaunchSamples) -> &Vec<f64>) -> Vec<&[f64]> {
+        self.launches
+            .iter()
+            .map(|l| f(l).as_slice())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+}
+
+/// Groups every run's cells by (config, phase, cell) and extracts the samples.
+/// `with_itl = false` skips the (large) pooled inter-token gaps.
+pub fn extract(ds: &Dataset, with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
+    let mut out: BTreeMap<CellKey, CellSamples> = BTreeMap::new();
+    for run in &ds.runs {
+        for ((phase, cell), rc) in &run.cells {
+            if *phase == Phase::Preflight || !rc.has_requests {
+                continue;
+            }
+            let Some(shape) = Cell::parse(cell) else {
+                continue;
+            };
+            let key = CellKey {
+                config: run.config.clone(),
+                phase: *phase,
+                cell: cell.clone(),
+            };
+            let ls = launch_samples(run.launch, &run.dir_name, rc, with_itl);
+            out.entry(key.clone())
+                .or_insert_with(|| CellSamples {
+                    key,
+                    shape,
+                    launches: Vec::new(),
+                })
+                .launches
+                .push(ls);
+        }
+    }
+    for cs in out.values_mut() {
+        cs.launches.sort_by_key(|l| (l.launch, l.run_dir.clone()));
+    }
+    out
+}
+
+fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> LaunchSamples {
+    let mut reqs: Vec<&RequestRecord> = rc.requests.iter().collect();
+    reqs.sort_by_key(|r| (r.seq, r.t_intended_ns));
+    let mut s = LaunchSamples {
+        launch,
+        run_dir: run_dir.to_owned(),
+        health: rc.health.clone(),
+        has_metrics: rc.has_metrics,
+        has_steps: rc.has_steps,
+        ..Default::default()
+    };
+    let c = &mut s.counts;
+    for r in &reqs {
+        c.scheduled += 1;
+        if r.warmup {
+            c.warmup += 1;
+        }
+        match r.status {
+            Status::Ok if !r.warmup => c.measured_ok += 1,
+            Status::Ok => {}
+            Status::Dropped => c.dropped += 1,
+            Status::Cancelled => c.cancelled += 1,
+            Status::HttpError | Status::ConnectError | Status::Timeout | Status::StreamError => {
+                c.errors += 1
+            }
+        }
+    }
+    for r in reqs.iter().filter(|r| is_measured(r)) {
+        if let Some(v) = r.ttft_ms() {
+            s.ttft_ms.push(v);
+        }
+        if let Some(v) = r.tpot_ms() {
+            s.tpot_ms.push(v);
+        }
+        if let Some(v) = r.e2e_ms() {
+            s.e2e_ms.push(v);
+        }
+        if with_itl {
+            s.itl_ms.extend(
+                r.events
+                    .windows(2)
+                    .map(|w| w[1].t_ns().saturating_sub(w[0].t_ns()) as f64 / 1e6),
+            );
+        }
+    }
+    s.window = window(rc, &reqs);
+    (s.complete, s.incomplete_reason) = match &rc.health {
+        Some(h) => (h.complete, h.incomplete_reason.clone()),
+        None => (true, None),
+    };
+    if let Some(w) = s.window {
+        let mut e2e: Vec<f64> = reqs
+            .iter()
+            .filter(|r| is_measured(r))
+            .filter_map(|r| {
+                r.t_last_token_ns
+                    .map(|t| t.saturating_sub(r.t_intended_ns) as f64)
+            })
+            .collect();
+        s.completion_shift_ns = crate::stats::quantile(&e2e, 0.5).map_or(0, |d| d as u64);
+        e2e.clear();
+        let shifted = Window {
+            start_ns: w.start_ns + s.completion_shift_ns,
+            end_ns: w.end_ns + s.completion_shift_ns,
+        };
+        s.completions_in_window = reqs
+            .iter()
+            .filter(|r| r.status == Status::Ok)
+            .filter_map(|r| r.t_last_token_ns.or(r.t_end_ns))
+            .filter(|t| shifted.contains(*t))
+            .count() as u64;
+        s.sends_in_window = reqs
+            .iter()
+            .filter_map(|r| r.t_send_ns)
+            .filter(|t| w.contains(*t))
+            .count() as u64;
+        for m in rc.metrics.iter().filter(|m| m.ok && w.contains(m.t_ns)) {
+            if let Some(v) = m.gauge_total("vllm:num_requests_waiting") {
+                s.waiting.push(v);
+            }
+            if let Some(v) = m.gauge_total("vllm:num_requests_running") {
+                s.running.push(v);
+            }
+        }
+    }
+    let in_window = |t: u64| s.window.is_none_or(|w| w.contains(t));
+    for st in rc.steps.iter().filter(|st| in_window(st.t_ns)) {
+        s.n_steps += 1;
+        let pairs = [
+            (&mut s.step_duration_us, st.step_duration_us),
+            (&mut s.schedule_us, st.schedule_us),
+            (&mut s.build_meta_us, st.build_meta_us),
+            (&mut s.get_finished_us, st.get_finished_us),
+            (&mut s.start_load_kv_us, st.start_load_kv_us),
+            (&mut s.connector_total_us, st.connector_total_us()),
+        ];
+        for (dst, v) in pairs {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                dst.push(v);
+            }
+        }
+    }
+    s
+}
+
+/// The measurement window: from the collector's summary when present, else from the
+/// schedule (first non-warm-up intended send → last intended send).
+fn window(rc: &RunCell, reqs: &[&RequestRecord]) -> Option<Window> {
+    if let Some(h) = &rc.health
+        && h.t_last_send_ns > h.t_warmup_end_ns
+    {
+        return Some(Window {
+            start_ns: h.t_warmup_end_ns,
+            end_ns: h.t_last_send_ns,
+        });
+    }
+    let start = reqs
+        .iter()
+        .filter(|r| !r.warmup)
+        .map(|r| r.t_intended_ns)
+        .min()?;
+    let end = reqs.iter().map(|r| r.t_intended_ns).max()?;
+    (end > start).then_some(Window {
+        start_ns: start,
+        end_ns: end,
+    })
+}

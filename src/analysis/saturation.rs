@@ -1,0 +1,228 @@
+//! The seed's three data-driven saturation criteria, the per-config saturation rate, and the
+//! reference rates `ref_safe` / `ref_load` (also called by `ctax run` between Phase A and B).
+//!
+//! A config is saturated at rate r if any of:
+//! 1. effective_throughput(r) / r < 0.95 — completions inside the measurement window ÷ its
+//!    length, so the drain tail after the last send never counts against a healthy rate;
+//! 2. `vllm:num_requests_waiting` p50 over the window's scrapes > 1;
+//! 3. TTFT p90(r) / TTFT p90(r/2) > 1.5.
+//!
+//! The saturation rate is the lowest rate where ≥1 criterion fires; every rate at or above it
+//! counts as saturated (so a noisy unflagged rate above the knee never becomes a reference).
+
+use std::collections::BTreeMap;
+
+use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION, fmt_rate};
+
+use super::model::{CellStats, Criterion, Saturation, config_order};
+
+pub const THROUGHPUT_RATIO_MIN: f64 = 0.95;
+pub const WAITING_P50_MAX: f64 = 1.0;
+pub const TTFT_GROWTH_MAX: f64 = 1.5;
+
+/// Evaluates the criteria on the pooled Phase A cells (in place) and returns the reference
+/// rates. Cells of other phases are left untouched.
+pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
+    // Phase A ladders per (config, shape).
+    let mut ladders: BTreeMap<(String, u32, u32), Vec<usize>> = BTreeMap::new();
+    for (i, c) in cells.iter().enumerate() {
+        if c.key.phase == Phase::A && c.launch.is_none() {
+            ladders
+                .entry((c.key.config.clone(), c.input_len, c.output_len))
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut saturation_rate: BTreeMap<String, Option<f64>> = BTreeMap::new();
+    let mut measured: BTreeMap<String, Vec<(f64, bool)>> = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut shapes: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+    for ((config, i_len, o_len), mut idx) in ladders {
+        *shapes.entry((i_len, o_len)).or_default() += 1;
+        idx.sort_by(|a, b| cells[*a].rate.total_cmp(&cells[*b].rate));
+        let mut sat: Option<f64> = None;
+        for (pos, &i) in idx.iter().enumerate() {
+            let lower = lower_reference(&idx[..pos], cells, cells[i].rate);
+            let crit = criteria(&cells[i], lower.map(|j| &cells[j]));
+            if crit.any && sat.is_none() {
+                sat = Some(cells[i].rate);
+            }
+            cells[i].saturation = Some(crit);
+        }
+        for &i in &idx {
+            let rate = cells[i].rate;
+            let saturated = sat.is_some_and(|r| rate >= r);
+            cells[i].saturation.as_mut().expect("set above").saturated = saturated;
+            measured
+                .entry(config.clone())
+                .or_default()
+                .push((rate, saturated));
+        }
+        // With several Phase A shapes a config keeps its lowest saturation rate.
+        let e = saturation_rate.entry(config).or_insert(sat);
+        *e = match (*e, sat) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    if shapes.len() > 1 {
+        notes.push(format!(
+            "Phase A ran {} shapes; reference rates use all of them",
+            shapes.len()
+        ));
+    }
+    let mut configs: Vec<String> = measured.keys().cloned().collect();
+    configs.sort_by_key(|c| config_order(c));
+
+    let unsaturated_everywhere = |config: &str, r: f64| {
+        let m = &measured[config];
+        m.iter().any(|(x, _)| *x == r) && m.iter().filter(|(x, _)| *x == r).all(|(_, s)| !s)
+    };
+    let mut all_rates: Vec<f64> = measured.values().flatten().map(|(r, _)| *r).collect();
+    all_rates.sort_by(f64::total_cmp);
+    all_rates.dedup();
+    let ref_safe = all_rates
+        .iter()
+        .rev()
+        .copied()
+        .find(|&r| configs.iter().all(|c| unsaturated_everywhere(c, r)));
+    let ref_load = if measured.contains_key("plain") {
+        all_rates
+            .iter()
+            .rev()
+            .copied()
+            .find(|&r| unsaturated_everywhere("plain", r))
+    } else {
+        notes.push("plain has no Phase A data: ref_load undefined".into());
+        None
+    };
+    match ref_safe {
+        Some(r) => notes.push(format!(
+            "ref_safe = {} req/s: the highest rate measured by all {} configs with Phase A data at which none is saturated",
+            fmt_rate(r),
+            configs.len()
+        )),
+        None if !configs.is_empty() => {
+            notes.push("ref_safe undefined: no rate was measured unsaturated by every config".into())
+        }
+        None => notes.push("no Phase A data".into()),
+    }
+    if let Some(r) = ref_load {
+        notes.push(format!(
+            "ref_load = {} req/s: the highest rate at which plain is not saturated",
+            fmt_rate(r)
+        ));
+    }
+    for c in &configs {
+        match saturation_rate.get(c).copied().flatten() {
+            Some(r) => notes.push(format!("{c}: saturates at {} req/s", fmt_rate(r))),
+            None => notes.push(format!("{c}: no criterion fired at any measured rate")),
+        }
+    }
+    ReferenceRates {
+        schema_version: SCHEMA_VERSION,
+        ref_safe,
+        ref_load,
+        configs_considered: configs,
+        saturation_rate,
+        notes,
+    }
+}
+
+/// The cell criterion 3 compares with: the rate r/2 if measured, else the highest measured
+/// rate below r.
+fn lower_reference(below: &[usize], cells: &[CellStats], r: f64) -> Option<usize> {
+    let half = below
+        .iter()
+        .copied()
+        .find(|&j| (cells[j].rate - r / 2.0).abs() < 1e-9);
+    half.or_else(|| below.last().copied())
+}
+
+fn criteria(c: &CellStats, lower: Option<&CellStats>) -> Saturation {
+    let throughput = match c.effective_rps {
+        Some(eff) => {
+            let v = eff / c.offered_rps;
+            Criterion {
+                value: Some(v),
+                threshold: THROUGHPUT_RATIO_MIN,
+                fired: v < THROUGHPUT_RATIO_MIN,
+                note: None,
+            }
+        }
+        None => Criterion {
+            value: None,
+            threshold: THROUGHPUT_RATIO_MIN,
+            fired: false,
+            note: Some("no measurement window".into()),
+        },
+    };
+    let queue = match c.waiting_p50 {
+        Some(w) => Criterion {
+            value: Some(w),
+            threshold: WAITING_P50_MAX,
+            fired: w > WAITING_P50_MAX,
+            note: None,
+        },
+        None => Criterion {
+            value: None,
+            threshold: WAITING_P50_MAX,
+            fired: false,
+            note: Some("no /metrics scrape inside the window".into()),
+        },
+    };
+    let p90 = |x: &CellStats| x.ttft_ms.p90.map(|e| e.est);
+    let ttft_growth = match (lower, p90(c)) {
+        (Some(l), Some(hi)) => match p90(l) {
+            Some(lo) if lo > 0.0 => {
+                let v = hi / lo;
+                let exact_half = (l.rate - c.rate / 2.0).abs() < 1e-9;
+                Criterion {
+                    value: Some(v),
+                    threshold: TTFT_GROWTH_MAX,
+                    fired: v > TTFT_GROWTH_MAX,
+                    note: Some(if exact_half {
+                        format!("vs {} req/s", fmt_rate(l.rate))
+                    } else {
+                        format!("vs {} req/s (r/2 not measured)", fmt_rate(l.rate))
+                    }),
+                }
+            }
+            _ => Criterion {
+                value: None,
+                threshold: TTFT_GROWTH_MAX,
+                fired: false,
+                note: Some("lower rate has no TTFT".into()),
+            },
+        },
+        _ => Criterion {
+            value: None,
+            threshold: TTFT_GROWTH_MAX,
+            fired: false,
+            note: Some("lowest measured rate: nothing to compare with".into()),
+        },
+    };
+    let any = throughput.fired || queue.fired || ttft_growth.fired;
+    Saturation {
+        throughput,
+        queue,
+        ttft_growth,
+        any,
+        saturated: any,
+    }
+}
+
+/// Names of the criteria that fired, for tables and logs.
+pub fn fired_names(s: &Saturation) -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if s.throughput.fired {
+        v.push("throughput");
+    }
+    if s.queue.fired {
+        v.push("queue");
+    }
+    if s.ttft_growth.fired {
+        v.push("ttft_growth");
+    }
+    v
+}

@@ -1,0 +1,242 @@
+//! Substrate taxes, as the seed defines them, each with a bootstrap CI:
+//!
+//! ```text
+//! tax_TTFT_p90(X)  = TTFT_p90(X) / TTFT_p90(plain) − 1
+//! tax_TPOT_p90(X)  = TPOT_p90(X) / TPOT_p90(plain) − 1
+//! tax_step_p50(X)  = step_duration p50(X) − step_duration p50(plain)          [µs]
+//! tax_callback_p50 = connector_total p50(X)                                   [µs]
+//! step − callback  = tax_step_p50 − tax_callback_p50                           [µs]
+//! ```
+//!
+//! X and plain are resampled independently (different servers); the replicate vector of a
+//! statistic is shared by every tax that uses it (see [`super::replicates`]).
+
+use std::collections::BTreeMap;
+
+use ctax_schema::{Phase, ReferenceRates};
+
+use super::cells::rep_key;
+use super::model::{
+    CellKey, CellStats, Detection, Estimate, Tax, TaxContext, TaxValue, config_order,
+};
+use super::replicates::{Replicator, Reps, combine2, combine3};
+use super::samples::{CellSamples, LaunchSamples};
+
+pub const BASELINE: &str = "plain";
+
+/// Which latency statistic a tax is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    TtftP90,
+    TpotP90,
+    StepP50,
+    CallbackP50,
+}
+
+impl Metric {
+    fn spec(self) -> (&'static str, f64, fn(&LaunchSamples) -> &Vec<f64>) {
+        match self {
+            Metric::TtftP90 => ("ttft_ms", 0.9, |l| &l.ttft_ms),
+            Metric::TpotP90 => ("tpot_ms", 0.9, |l| &l.tpot_ms),
+            Metric::StepP50 => ("step_duration_us", 0.5, |l| &l.step_duration_us),
+            Metric::CallbackP50 => ("connector_total_us", 0.5, |l| &l.connector_total_us),
+        }
+    }
+}
+
+/// Everything needed to compute taxes and their replicates.
+pub struct TaxEngine<'a> {
+    pub rep: &'a Replicator,
+    pub samples: &'a BTreeMap<CellKey, CellSamples>,
+    pub stats: BTreeMap<CellKey, &'a CellStats>,
+}
+
+impl<'a> TaxEngine<'a> {
+    pub fn new(
+        rep: &'a Replicator,
+        samples: &'a BTreeMap<CellKey, CellSamples>,
+        pooled: &'a [CellStats],
+    ) -> Self {
+        let stats = pooled
+            .iter()
+            .filter(|c| c.launch.is_none())
+            .map(|c| (c.key.clone(), c))
+            .collect();
+        TaxEngine {
+            rep,
+            samples,
+            stats,
+        }
+    }
+
+    /// Point estimate and replicates of one statistic of one (config, phase, cell).
+    pub fn stat(&self, config: &str, phase: Phase, cell: &str, m: Metric) -> Option<(f64, Reps)> {
+        let key = CellKey {
+            config: config.to_owned(),
+            phase,
+            cell: cell.to_owned(),
+        };
+        let cs = self.samples.get(&key)?;
+        let st = self.stats.get(&key)?;
+        let (name, q, f) = m.spec();
+        let est = match m {
+            Metric::TtftP90 => st.ttft_ms.p90,
+            Metric::TpotP90 => st.tpot_ms.p90,
+            Metric::StepP50 => st.step.as_ref().and_then(|s| s.step_duration_us.p50),
+            Metric::CallbackP50 => st.step.as_ref().and_then(|s| s.connector_total_us.p50),
+        }?
+        .est;
+        let groups = cs.groups(f);
+        let reps = self.rep.quantile(&rep_key(cs, None, name), &groups, q)?;
+        Some((est, reps))
+    }
+
+    /// Relative tax `X/plain − 1` of a latency quantile: estimate and replicates.
+    pub fn relative(
+        &self,
+        config: &str,
+        phase: Phase,
+        cell: &str,
+        m: Metric,
+    ) -> Option<(f64, Vec<f64>)> {
+        let (x, xr) = self.stat(config, phase, cell, m)?;
+        let (p, pr) = self.stat(BASELINE, phase, cell, m)?;
+        if p <= 0.0 {
+            return None;
+        }
+        Some((x / p - 1.0, combine2(&xr, &pr, |a, b| a / b - 1.0)))
+    }
+
+    /// Absolute step tax `p50(X) − p50(plain)` (µs).
+    pub fn step_diff(&self, config: &str, phase: Phase, cell: &str) -> Option<(f64, Vec<f64>)> {
+        let (x, xr) = self.stat(config, phase, cell, Metric::StepP50)?;
+        let (p, pr) = self.stat(BASELINE, phase, cell, Metric::StepP50)?;
+        Some((x - p, combine2(&xr, &pr, |a, b| a - b)))
+    }
+
+    pub fn value(&self, est: f64, reps: &[f64], unit: &str) -> TaxValue {
+        let value = self.rep.estimate(est, reps);
+        TaxValue {
+            value,
+            unit: unit.into(),
+            detection: detection(&value),
+        }
+    }
+
+    /// All taxes of `config` in one cell.
+    pub fn tax(&self, config: &str, context: TaxContext, phase: Phase, cell: &str) -> Option<Tax> {
+        let key = CellKey {
+            config: config.to_owned(),
+            phase,
+            cell: cell.to_owned(),
+        };
+        let st = self.stats.get(&key)?;
+        let rel = |m| {
+            self.relative(config, phase, cell, m)
+                .map(|(e, r)| self.value(e, &r, "fraction"))
+        };
+        let step = self.step_diff(config, phase, cell);
+        let cb = self.stat(config, phase, cell, Metric::CallbackP50);
+        let rest = match (&step, &cb) {
+            (Some((s, sr)), Some((c, cr))) => {
+                Some(self.value(s - c, &combine2(sr, cr, |a, b| a - b), "us"))
+            }
+            _ => None,
+        };
+        Some(Tax {
+            config: config.to_owned(),
+            context,
+            phase,
+            cell: cell.to_owned(),
+            rate: st.rate,
+            input_len: st.input_len,
+            output_len: st.output_len,
+            ttft_p90: rel(Metric::TtftP90),
+            tpot_p90: rel(Metric::TpotP90),
+            step_p50_us: step.as_ref().map(|(e, r)| self.value(*e, r, "us")),
+            callback_p50_us: cb.as_ref().map(|(e, r)| self.value(*e, r, "us")),
+            step_minus_callback_us: rest,
+        })
+    }
+
+    /// Phase A cells of `config` at `rate` (one per Phase A shape).
+    pub fn phase_a_cells_at(&self, config: &str, rate: f64) -> Vec<String> {
+        self.stats
+            .iter()
+            .filter(|(k, s)| {
+                k.config == config && k.phase == Phase::A && (s.rate - rate).abs() < 1e-9
+            })
+            .map(|(k, _)| k.cell.clone())
+            .collect()
+    }
+
+    /// Every tax the seed asks for: at ref_safe and ref_load (Phase A) and per Phase B / B'
+    /// shape, for every non-plain config that has the cell (plain must have it too).
+    pub fn all(&self, refs: &ReferenceRates) -> Vec<Tax> {
+        let mut configs: Vec<&str> = self
+            .stats
+            .keys()
+            .map(|k| k.config.as_str())
+            .filter(|c| *c != BASELINE)
+            .collect();
+        configs.sort_by_key(|c| config_order(c));
+        configs.dedup();
+        let mut out = Vec::new();
+        for config in configs {
+            for (ctx, rate) in [
+                (TaxContext::RefSafe, refs.ref_safe),
+                (TaxContext::RefLoad, refs.ref_load),
+            ] {
+                let Some(rate) = rate else { continue };
+                for cell in self.phase_a_cells_at(config, rate) {
+                    out.extend(self.tax(config, ctx, Phase::A, &cell));
+                }
+            }
+            for (ctx, phase) in [
+                (TaxContext::ShapeB, Phase::B),
+                (TaxContext::ShapeBp, Phase::Bp),
+            ] {
+                let cells: Vec<String> = self
+                    .stats
+                    .keys()
+                    .filter(|k| k.config == config && k.phase == phase)
+                    .map(|k| k.cell.clone())
+                    .collect();
+                for cell in cells {
+                    out.extend(self.tax(config, ctx, phase, &cell));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether the CI excludes zero.
+pub fn detection(e: &Estimate) -> Detection {
+    match (e.lo, e.hi) {
+        (Some(lo), _) if lo > 0.0 => Detection::Tax,
+        (_, Some(hi)) if hi < 0.0 => Detection::Negative,
+        (Some(_), Some(_)) => Detection::Inconclusive,
+        _ => Detection::Unknown,
+    }
+}
+
+/// `a − b` of two (estimate, replicates) pairs.
+pub fn diff(a: &(f64, Vec<f64>), b: &(f64, Vec<f64>)) -> (f64, Vec<f64>) {
+    (a.0 - b.0, combine2(&a.1, &b.1, |x, y| x - y))
+}
+
+/// `a / b` of two (estimate, replicates) pairs.
+pub fn ratio(a: &(f64, Vec<f64>), b: &(f64, Vec<f64>)) -> (f64, Vec<f64>) {
+    (a.0 / b.0, combine2(&a.1, &b.1, |x, y| x / y))
+}
+
+/// `f(a, b, c)` of three (estimate, replicates) pairs.
+pub fn map3(
+    a: &(f64, Vec<f64>),
+    b: &(f64, Vec<f64>),
+    c: &(f64, Vec<f64>),
+    f: impl Fn(f64, f64, f64) -> f64,
+) -> (f64, Vec<f64>) {
+    (f(a.0, b.0, c.0), combine3(&a.1, &b.1, &c.1, f))
+}

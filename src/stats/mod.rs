@@ -1,0 +1,9 @@
+//! Pure statistics: no I/O, no knowledge of configs or files.
+
+pub mod bootstrap;
+pub mod percentile;
+
+pub use bootstrap::{
+    BootstrapConfig, Method, percentile_interval, quantile_replicates, quantiles_replicates,
+};
+pub use percentile::{mean, quantile, quantile_sorted};

@@ -1,0 +1,511 @@
+//! Synthetic results roots with known truth, for tests, benchmarks and demos. Every run it
+//! writes says `simulated: true` in config.json, so any report built from it carries the
+//! simulated banner.
+//!
+//! The model: each config has a capacity (req/s). Requests arrive at fixed intervals (or the
+//! given schedule) and start service at `max(arrival, previous start + 1/capacity)`, so below
+//! capacity there is no queue and above it the queue grows linearly. TTFT = queue delay +
+//! base TTFT × `ttft_mult` × lognormal noise; tokens arrive every TPOT × `tpot_mult` × noise.
+//! The true TTFT tax of a config below capacity is therefore exactly `ttft_mult − 1`.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use ctax_schema::{
+    Arrival, Cell, CellHealth, Event, FileKind, MetricsSample, Phase, PlannedCell, PreflightEntry,
+    PreflightStatus, RequestRecord, RunConfig, RunSummary, SCHEMA_VERSION, Status, StepRecord,
+    file_name,
+};
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+/// One synthetic config.
+#[derive(Debug, Clone)]
+pub struct SynthConfig {
+    pub name: String,
+    pub ttft_mult: f64,
+    pub tpot_mult: f64,
+    /// Requests per second the server can start.
+    pub capacity_rps: f64,
+    /// Extra engine-step time (µs) and instrumented callback time (µs) per step.
+    pub step_extra_us: f64,
+    pub callback_us: Option<f64>,
+}
+
+impl SynthConfig {
+    pub fn new(name: &str, ttft_mult: f64, tpot_mult: f64) -> Self {
+        SynthConfig {
+            name: name.into(),
+            ttft_mult,
+            tpot_mult,
+            capacity_rps: 1e9,
+            step_extra_us: 0.0,
+            callback_us: if name == "plain" { None } else { Some(0.0) },
+        }
+    }
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct SynthSpec {
+    pub configs: Vec<SynthConfig>,
+    pub launches: u32,
+    pub phase_a_rates: Vec<f64>,
+    pub phase_a_shape: (u32, u32),
+    /// Phase B shapes (input, output) at `phase_b_rate`; empty = no Phase B.
+    pub phase_b_shapes: Vec<(u32, u32)>,
+    pub phase_b_rate: f64,
+    /// Measured (non-warm-up) requests per cell.
+    pub requests_per_cell: usize,
+    pub warmup_requests: usize,
+    /// Base TTFT median (ms) for a 4096-token prompt; scales with input length.
+    pub base_ttft_ms: f64,
+    /// Base TPOT (ms).
+    pub base_tpot_ms: f64,
+    /// Lognormal sigma of per-request TTFT / TPOT noise.
+    pub sigma: f64,
+    /// Lognormal sigma of a per-launch level shift.
+    pub launch_sigma: f64,
+    /// Cap on events per request (outputs longer than this are written as fewer events
+    /// carrying several tokens each); `None` = one event per token.
+    pub max_events: Option<u32>,
+    pub with_metrics: bool,
+    pub with_steps: bool,
+    /// Idle time between synthetic engine steps (ms).
+    pub step_gap_ms: f64,
+    pub seed: u64,
+    pub skipped: Vec<(String, String)>,
+}
+
+impl Default for SynthSpec {
+    fn default() -> Self {
+        SynthSpec {
+            configs: vec![SynthConfig::new("plain", 1.0, 1.0)],
+            launches: 1,
+            phase_a_rates: vec![1.0, 2.0, 4.0],
+            phase_a_shape: (4096, 256),
+            phase_b_shapes: Vec::new(),
+            phase_b_rate: 2.0,
+            requests_per_cell: 200,
+            warmup_requests: 10,
+            base_ttft_ms: 200.0,
+            base_tpot_ms: 10.0,
+            sigma: 0.25,
+            launch_sigma: 0.0,
+            max_events: Some(64),
+            with_metrics: true,
+            with_steps: true,
+            step_gap_ms: 10.0,
+            seed: 1,
+            skipped: Vec::new(),
+        }
+    }
+}
+
+fn normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
+    // Box–Muller.
+    let u: f64 = rng.random::<f64>().max(1e-300);
+    let v: f64 = rng.random::<f64>();
+    (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+}
+
+/// Writes a results root at `root` and returns the run directories written.
+pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(root.join("preflight"))?;
+    let mut dirs = Vec::new();
+    let mut pre = PreflightStatus {
+        schema_version: SCHEMA_VERSION,
+        step_timing_available: Some(spec.with_steps),
+        ..Default::default()
+    };
+    for (ci, cfg) in spec.configs.iter().enumerate() {
+        pre.configs.insert(
+            cfg.name.clone(),
+            PreflightEntry {
+                decision: "include".into(),
+                reason: None,
+                log: None,
+                checked_unix_ms: None,
+            },
+        );
+        for launch in 0..spec.launches {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+                spec.seed ^ ((ci as u64) << 32) ^ u64::from(launch) << 8,
+            );
+            let level = (spec.launch_sigma * normal(&mut rng)).exp();
+            let dir = root.join(format!(
+                "20260101-{:02}{:02}00_{}_l{launch}",
+                ci, launch, cfg.name
+            ));
+            let mut cells: Vec<(Phase, Cell)> = spec
+                .phase_a_rates
+                .iter()
+                .map(|&r| {
+                    (
+                        Phase::A,
+                        Cell {
+                            rate: r,
+                            input_len: spec.phase_a_shape.0,
+                            output_len: spec.phase_a_shape.1,
+                        },
+                    )
+                })
+                .collect();
+            cells.extend(spec.phase_b_shapes.iter().map(|&(i, o)| {
+                (
+                    Phase::B,
+                    Cell {
+                        rate: spec.phase_b_rate,
+                        input_len: i,
+                        output_len: o,
+                    },
+                )
+            }));
+            write_run(spec, cfg, launch, level, &cells, &dir, &mut rng)?;
+            dirs.push(dir);
+        }
+    }
+    for (name, reason) in &spec.skipped {
+        pre.configs.insert(
+            name.clone(),
+            PreflightEntry {
+                decision: "skip".into(),
+                reason: Some(reason.clone()),
+                log: None,
+                checked_unix_ms: None,
+            },
+        );
+    }
+    crate::fsutil::write_json_atomic(&root.join("preflight/preflight_status.json"), &pre)?;
+    Ok(dirs)
+}
+
+fn write_run(
+    spec: &SynthSpec,
+    cfg: &SynthConfig,
+    launch: u32,
+    level: f64,
+    cells: &[(Phase, Cell)],
+    dir: &Path,
+    rng: &mut Xoshiro256PlusPlus,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let planned: Vec<PlannedCell> = cells
+        .iter()
+        .map(|(p, c)| PlannedCell {
+            phase: *p,
+            cell: c.clone(),
+            arrival: Arrival::Fixed,
+            duration_s: 0.0,
+            warmup_s: 0.0,
+            min_completed: spec.requests_per_cell as u64,
+            max_cell_s: 1e9,
+            inflight_cap: 256,
+            seed: spec.seed,
+        })
+        .collect();
+    let rc = RunConfig {
+        schema_version: SCHEMA_VERSION,
+        config: cfg.name.clone(),
+        launch,
+        run_dir: dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned(),
+        phases: cells
+            .iter()
+            .map(|c| c.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        cells: planned,
+        model: "synthetic".into(),
+        served_model_name: "synthetic".into(),
+        port: 0,
+        extra: serde_json::json!({"generator": "connector_tax::synth", "ttft_mult": cfg.ttft_mult, "tpot_mult": cfg.tpot_mult}),
+        simulated: true,
+    };
+    crate::fsutil::write_json_atomic(&dir.join("config.json"), &rc)?;
+    for (f, body) in [
+        (
+            "launch.sh",
+            "#!/usr/bin/env bash\n# synthetic run: no server was launched\n",
+        ),
+        ("vllm_stdout.log", "synthetic\n"),
+        ("vllm_stderr.log", ""),
+        (
+            "env.txt",
+            "generator: connector_tax::synth\nvllm_version: synthetic\n",
+        ),
+    ] {
+        std::fs::write(dir.join(f), body)?;
+    }
+    let mut summary = RunSummary {
+        schema_version: SCHEMA_VERSION,
+        ..Default::default()
+    };
+    let mut t0: u64 = 1_000_000_000_000;
+    for (phase, cell) in cells {
+        let h = write_cell(spec, cfg, launch, level, *phase, cell, dir, t0, rng)?;
+        t0 = h.t_end_ns + 5_000_000_000;
+        summary.cells.insert(format!("{phase}/{}", cell.name()), h);
+    }
+    crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary)?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_cell(
+    spec: &SynthSpec,
+    cfg: &SynthConfig,
+    launch: u32,
+    level: f64,
+    phase: Phase,
+    cell: &Cell,
+    dir: &Path,
+    t0: u64,
+    rng: &mut Xoshiro256PlusPlus,
+) -> anyhow::Result<CellHealth> {
+    let name = cell.name();
+    let n = spec.warmup_requests + spec.requests_per_cell;
+    let gap_ns = 1e9 / cell.rate;
+    let service_ns = 1e9 / cfg.capacity_rps;
+    let ttft_base =
+        spec.base_ttft_ms * (f64::from(cell.input_len) / 4096.0).max(0.05) * cfg.ttft_mult * level;
+    let tpot_base = spec.base_tpot_ms * cfg.tpot_mult * level;
+    let out = cell.output_len.max(1);
+    let n_events = spec.max_events.map_or(out, |m| m.min(out)).max(1);
+    let mut w = BufWriter::new(std::fs::File::create(dir.join(file_name(
+        FileKind::Requests,
+        phase,
+        &name,
+    )))?);
+    let mut prev_start = 0.0f64;
+    let mut starts = Vec::with_capacity(n);
+    let mut ends = Vec::with_capacity(n);
+    let mut events: Vec<Event> = Vec::with_capacity(n_events as usize);
+    for i in 0..n {
+        let arrival = t0 as f64 + i as f64 * gap_ns;
+        let start = if i == 0 {
+            arrival
+        } else {
+            arrival.max(prev_start + service_ns)
+        };
+        prev_start = start;
+        let ttft_ns = (start - arrival) + ttft_base * 1e6 * (spec.sigma * normal(rng)).exp();
+        let tpot_ns = tpot_base * 1e6 * (0.5 * spec.sigma * normal(rng)).exp();
+        let t_send = arrival as u64 + 20_000;
+        let first = t_send + ttft_ns as u64;
+        events.clear();
+        let per_event = out.div_ceil(n_events);
+        let mut tokens_left = out;
+        let mut t = first;
+        while tokens_left > 0 {
+            let k = per_event.min(tokens_left);
+            events.push(Event(t, k));
+            tokens_left -= k;
+            t += (tpot_ns * f64::from(k)) as u64;
+        }
+        let last = events.last().map_or(first, |e| e.0);
+        starts.push(start as u64);
+        ends.push(last);
+        let rec = RequestRecord {
+            request_id: format!("{}/l{launch}/{phase}/{name}/{i}", cfg.name),
+            config: cfg.name.clone(),
+            launch,
+            phase,
+            cell: name.clone(),
+            rate: cell.rate,
+            input_len: cell.input_len,
+            output_len: cell.output_len,
+            seq: i as u64,
+            t_intended_ns: arrival as u64,
+            t_send_ns: Some(t_send),
+            t_first_token_ns: Some(first),
+            t_last_token_ns: Some(last),
+            t_end_ns: Some(last + 100_000),
+            events: events.clone(),
+            prompt_tokens: Some(cell.input_len),
+            completion_tokens: Some(out),
+            inflight_at_send: 0,
+            warmup: i < spec.warmup_requests,
+            status: Status::Ok,
+            http_status: Some(200),
+            error: None,
+        };
+        serde_json::to_writer(&mut w, &rec)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush()?;
+    let t_start = t0;
+    let t_warm = (t0 as f64 + spec.warmup_requests as f64 * gap_ns) as u64;
+    let t_last = (t0 as f64 + (n - 1) as f64 * gap_ns) as u64;
+    let t_end = ends.iter().copied().max().unwrap_or(t_last) + 1_000_000;
+    if spec.with_metrics {
+        let mut w = BufWriter::new(std::fs::File::create(dir.join(file_name(
+            FileKind::Metrics,
+            phase,
+            &name,
+        )))?);
+        let mut t = t_start;
+        while t <= t_end {
+            let arrived = ((t.saturating_sub(t0)) as f64 / gap_ns).floor() as usize + 1;
+            let arrived = arrived.min(n);
+            let started = starts.iter().filter(|&&s| s <= t).count();
+            let running = starts
+                .iter()
+                .zip(&ends)
+                .filter(|&(&s, &e)| s <= t && e > t)
+                .count();
+            let mut m = MetricsSample {
+                t_ns: t,
+                scrape_ms: 1.0,
+                ok: true,
+                error: None,
+                gauges: Default::default(),
+                counters: Default::default(),
+                histograms: Default::default(),
+            };
+            m.gauges.insert(
+                "vllm:num_requests_waiting{engine=\"0\"}".into(),
+                arrived.saturating_sub(started) as f64,
+            );
+            m.gauges.insert(
+                "vllm:num_requests_running{engine=\"0\"}".into(),
+                running as f64,
+            );
+            serde_json::to_writer(&mut w, &m)?;
+            w.write_all(b"\n")?;
+            t += 1_000_000_000;
+        }
+        w.flush()?;
+    }
+    if spec.with_steps {
+        let mut w = BufWriter::new(std::fs::File::create(dir.join(file_name(
+            FileKind::EngineStep,
+            phase,
+            &name,
+        )))?);
+        let mut t = t_start;
+        let mut id = 0u64;
+        while t <= t_end {
+            let base = 2_000.0 * (0.2 * normal(rng)).exp();
+            let cb = cfg.callback_us.map(|c| c * (0.1 * normal(rng)).exp());
+            let dur = base + cfg.step_extra_us;
+            let rec = StepRecord {
+                t_ns: t,
+                step_id: id,
+                pid: 1,
+                step_duration_us: Some(dur),
+                schedule_us: Some(dur * 0.1),
+                build_meta_us: cb.map(|c| c * 0.5),
+                get_finished_us: cb.map(|c| c * 0.3),
+                start_load_kv_us: cb.map(|c| c * 0.2),
+                num_running: Some(1),
+                num_waiting: Some(0),
+                prefill_tokens: Some(0),
+                decode_tokens: Some(1),
+            };
+            serde_json::to_writer(&mut w, &rec)?;
+            w.write_all(b"\n")?;
+            t += (dur * 1000.0) as u64 + (spec.step_gap_ms * 1e6) as u64;
+            id += 1;
+        }
+        w.flush()?;
+    }
+    Ok(CellHealth {
+        phase,
+        cell: name,
+        rate: cell.rate,
+        input_len: cell.input_len,
+        output_len: cell.output_len,
+        arrival: Arrival::Fixed,
+        seed: spec.seed,
+        t_start_ns: t_start,
+        t_warmup_end_ns: t_warm,
+        t_last_send_ns: t_last,
+        t_end_ns: t_end,
+        wall_start_unix_ms: 0,
+        scheduled: n as u64,
+        sent: n as u64,
+        dropped: 0,
+        ok: n as u64,
+        errors: 0,
+        cancelled: 0,
+        completed_measured: spec.requests_per_cell as u64,
+        complete: true,
+        incomplete_reason: None,
+        lateness_us_p50: 20.0,
+        lateness_us_p99: 40.0,
+        lateness_us_max: 60.0,
+        client_cpu_pct: 5.0,
+        scrapes: 0,
+        scrape_failures: 0,
+    })
+}
+
+/// Named presets: `demo` (all 8 configs, Phase A + B, known taxes) and `bench` (seed scale:
+/// 8 configs × 16 cells × 2,000 requests × 256 events).
+pub fn preset(name: &str) -> anyhow::Result<SynthSpec> {
+    let eight = |callback: bool| -> Vec<SynthConfig> {
+        let mut v = vec![
+            ("plain", 1.0, 1.0, 8.0, 0.0),
+            ("noop_connector", 1.04, 1.02, 8.0, 15.0),
+            ("mooncake_producer", 1.15, 1.08, 7.5, 60.0),
+            ("mooncake_consumer", 1.12, 1.06, 7.5, 55.0),
+            ("mooncake_both", 1.30, 1.15, 7.0, 90.0),
+            ("nixl_both", 1.22, 1.10, 7.0, 70.0),
+            ("lmcache_only", 1.10, 1.05, 7.5, 40.0),
+            ("multi_mooncake_lmcache", 1.42, 1.22, 6.5, 130.0),
+        ]
+        .into_iter()
+        .map(|(n, t, p, cap, cb)| SynthConfig {
+            name: n.into(),
+            ttft_mult: t,
+            tpot_mult: p,
+            capacity_rps: cap,
+            step_extra_us: cb * 1.3,
+            callback_us: (n != "plain" && callback).then_some(cb),
+        })
+        .collect::<Vec<_>>();
+        v.iter_mut().for_each(|c| {
+            c.callback_us = if c.name == "plain" {
+                None
+            } else {
+                c.callback_us
+            }
+        });
+        v
+    };
+    Ok(match name {
+        "demo" => SynthSpec {
+            configs: eight(true),
+            launches: 2,
+            phase_a_rates: vec![0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
+            phase_b_shapes: [512, 4096, 32768]
+                .iter()
+                .flat_map(|&i| [64, 256, 1024].map(|o| (i, o)))
+                .collect(),
+            phase_b_rate: 4.0,
+            requests_per_cell: 200,
+            launch_sigma: 0.03,
+            ..SynthSpec::default()
+        },
+        "bench" => SynthSpec {
+            configs: eight(true),
+            launches: 1,
+            phase_a_rates: vec![
+                0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0,
+                32.0,
+            ],
+            phase_a_shape: (4096, 256),
+            requests_per_cell: 2000,
+            warmup_requests: 0,
+            max_events: None,
+            step_gap_ms: 50.0,
+            ..SynthSpec::default()
+        },
+        other => anyhow::bail!("unknown synth preset `{other}` (demo, bench)"),
+    })
+}

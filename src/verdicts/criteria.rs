@@ -1,0 +1,301 @@
+//! The seed's success criteria SC1–SC7 ("Success Criteria (revised)").
+
+use ctax_schema::{FileKind, file_name};
+
+use super::hypotheses::{
+    H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, h3_label, h3_ratio, h4_deviation,
+};
+use super::{Ctx, Draft, num, pct, within};
+use crate::analysis::model::{CANONICAL_CONFIGS, Estimate, Verdict, VerdictKind};
+use crate::ingest::Dataset;
+
+pub const SC1_PRIOR: (f64, f64) = (0.25, 0.60);
+pub const SC7_MAX_HOURS: f64 = 6.0;
+
+pub fn all(ctx: &Ctx, h: &[Verdict], ds: &Dataset) -> Vec<Verdict> {
+    let by = |id: &str| {
+        h.iter()
+            .find(|v| v.id == id)
+            .expect("all hypotheses evaluated")
+    };
+    vec![
+        sc1(by("h1")),
+        sc2(by("h2")),
+        sc3(ctx),
+        sc4(ctx),
+        sc5(by("h5"), by("h6")),
+        sc6(ctx, ds),
+        sc7(ds),
+    ]
+}
+
+fn sc1(h1: &Verdict) -> Verdict {
+    let d = Draft {
+        id: "sc1",
+        title: "SC1: H1 falsifiable — tax_TTFT_p90(mooncake_both) at ref_safe reported",
+        statement: "We accept the prior (~45%) if the measurement is in [25%, 60%]; we revise the prior if outside.",
+        unit: "fraction",
+        threshold: format!("tax in [{:.2}, {:.2}]", SC1_PRIOR.0, SC1_PRIOR.1),
+    };
+    let Some(e) = h1.estimate else {
+        return d.not_testable(h1.reason.clone());
+    };
+    let v = within(&e, SC1_PRIOR.0, SC1_PRIOR.1);
+    let reason = match v {
+        VerdictKind::Supported => format!("tax {} inside [25%, 60%]: prior accepted", pct(&e)),
+        VerdictKind::Refuted => format!("tax {} outside [25%, 60%]: revise the prior", pct(&e)),
+        _ => format!("tax {} overlaps the edge of [25%, 60%]", pct(&e)),
+    };
+    d.finish(Some(e), v, reason, None)
+}
+
+fn sc2(h2: &Verdict) -> Verdict {
+    let d = Draft {
+        id: "sc2",
+        title: "SC2: H2 testable — NIXL-vs-Mooncake gap at ref_safe reported",
+        statement: "The trace-replay difference was ~7 pp; we document agreement (gap within 5-10 pp) or disagreement.",
+        unit: "pp",
+        threshold: format!("gap in [{H2_MIN_GAP:.2}, {H2_MAX_GAP:.2}]"),
+    };
+    let Some(e) = h2.estimate else {
+        return d.not_testable(h2.reason.clone());
+    };
+    let v = within(&e, H2_MIN_GAP, H2_MAX_GAP);
+    let reason = match v {
+        VerdictKind::Supported => {
+            "gap agrees with the trace-replay ~7 pp (CI inside 5-10 pp)".to_owned()
+        }
+        VerdictKind::Refuted => {
+            "gap disagrees with the trace-replay ~7 pp (CI outside 5-10 pp)".to_owned()
+        }
+        _ => "gap CI overlaps the 5-10 pp band only partly".to_owned(),
+    } + &format!(": {}", pct(&e));
+    d.finish(Some(e), v, reason, None)
+}
+
+fn sc3(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "sc3",
+        title: "SC3: H3 disambiguated — tax(noop_connector) at ref_safe reported and labelled",
+        statement: "Label the substrate tax framework-cost-dominated if noop >= 50% of mooncake_both's tax, \
+                    implementation-cost-dominated if < 30%.",
+        unit: "ratio",
+        threshold: format!(
+            "ratio >= {H3_MAX_RATIO} (framework) or < {H3_IMPLEMENTATION_RATIO} (implementation)"
+        ),
+    };
+    match h3_ratio(ctx) {
+        Err((VerdictKind::NotTestable, r)) => d.not_testable(r),
+        Err((v, r)) => d.finish(None, v, r, None),
+        Ok((e, cell)) => {
+            let decided =
+                e.lo.zip(e.hi)
+                    .is_some_and(|(lo, hi)| lo >= H3_MAX_RATIO || hi < H3_IMPLEMENTATION_RATIO);
+            let v = if decided {
+                VerdictKind::Supported
+            } else {
+                VerdictKind::Inconclusive
+            };
+            let label = h3_label(&e);
+            let reason = if decided {
+                format!("ratio {} at {cell}: {label}", num(&e))
+            } else {
+                format!(
+                    "ratio {} at {cell}: the CI does not decide the label (point estimate: {label})",
+                    num(&e)
+                )
+            };
+            d.finish(Some(e), v, reason, Some(label))
+        }
+    }
+}
+
+fn sc4(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "sc4",
+        title: "SC4: H4 additivity",
+        statement: "|tax(multi) - (tax(mooncake_both) + tax(lmcache_only))| / tax(multi) <= 0.30 -> linear.",
+        unit: "ratio",
+        threshold: "relative deviation <= 0.30".into(),
+    };
+    match h4_deviation(ctx) {
+        Err((VerdictKind::NotTestable, r)) => d.not_testable(r),
+        Err((v, r)) => d.finish(None, v, r, None),
+        Ok((e, _, cell)) => {
+            let v = match (e.lo, e.hi) {
+                (_, Some(hi)) if hi <= 0.30 => VerdictKind::Supported,
+                (Some(lo), _) if lo > 0.30 => VerdictKind::Refuted,
+                _ => VerdictKind::Inconclusive,
+            };
+            let label = if v == VerdictKind::Supported {
+                "linear"
+            } else {
+                "not shown linear"
+            };
+            d.finish(
+                Some(e),
+                v,
+                format!("relative deviation {} at {cell}", num(&e)),
+                Some(label.into()),
+            )
+        }
+    }
+}
+
+fn sc5(h5: &Verdict, h6: &Verdict) -> Verdict {
+    let d = Draft {
+        id: "sc5",
+        title: "SC5: H5 + H6 directional results reported",
+        statement: "Report whether tax_TTFT_p90 grows with input and tax_TPOT_p90 grows with output (sign + magnitude).",
+        unit: "",
+        threshold: "both directions estimated with a CI".into(),
+    };
+    let part = |v: &Verdict, name: &str| match &v.estimate {
+        Some(e) => Ok(format!("{name}: {} ({})", pct(e), v.verdict.as_str())),
+        None => Err(format!("{name}: {}", v.reason)),
+    };
+    match (
+        part(h5, "TTFT tax vs input"),
+        part(h6, "TPOT tax vs output"),
+    ) {
+        (Ok(a), Ok(b)) => d.finish(None, VerdictKind::Supported, format!("{a}; {b}"), None),
+        (a, b) => {
+            let r = [a, b]
+                .into_iter()
+                .map(|x| x.unwrap_or_else(|e| e))
+                .collect::<Vec<_>>()
+                .join("; ");
+            d.not_testable(r)
+        }
+    }
+}
+
+fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
+    let d = Draft {
+        id: "sc6",
+        title: "SC6: all artifacts present",
+        statement: "Every config that ran has every per-run artifact and the three raw files per cell; every SKIP \
+                    config has a reason in preflight_status.json.",
+        unit: "count",
+        threshold: "0 missing artifacts".into(),
+    };
+    let mut missing: Vec<String> = Vec::new();
+    let step_timing = ctx.info.step_timing_available;
+    for run in &ds.runs {
+        for (f, present) in &run.artifacts {
+            if !present {
+                missing.push(format!("{}/{f}", run.dir_name));
+            }
+        }
+        for ((phase, cell), rc) in &run.cells {
+            let need = [
+                (FileKind::Requests, rc.has_requests),
+                (FileKind::Metrics, rc.has_metrics),
+                (FileKind::EngineStep, rc.has_steps),
+            ];
+            for (kind, present) in need {
+                if !present && (kind != FileKind::EngineStep || step_timing) {
+                    missing.push(format!(
+                        "{}/{}",
+                        run.dir_name,
+                        file_name(kind, *phase, cell)
+                    ));
+                }
+            }
+        }
+    }
+    for c in CANONICAL_CONFIGS {
+        if ctx.info.configs.iter().any(|x| x == c) {
+            continue;
+        }
+        let has_reason = ctx
+            .info
+            .preflight
+            .as_ref()
+            .and_then(|p| p.configs.get(c))
+            .is_some_and(|e| {
+                e.decision == "skip" && e.reason.as_ref().is_some_and(|r| !r.is_empty())
+            });
+        if !has_reason {
+            missing.push(format!(
+                "preflight_status.json: no SKIP reason for {c}, which has no data"
+            ));
+        }
+    }
+    let n = missing.len() as f64;
+    let e = Some(Estimate {
+        est: n,
+        lo: None,
+        hi: None,
+    });
+    if missing.is_empty() {
+        d.finish(
+            e,
+            VerdictKind::Supported,
+            format!(
+                "{} run directories complete; every skipped config has a reason",
+                ds.runs.len()
+            ),
+            None,
+        )
+    } else {
+        let shown: Vec<&str> = missing.iter().take(6).map(String::as_str).collect();
+        let more = if missing.len() > 6 {
+            format!(" and {} more", missing.len() - 6)
+        } else {
+            String::new()
+        };
+        d.finish(
+            e,
+            VerdictKind::Refuted,
+            format!("missing: {}{more}", shown.join(", ")),
+            None,
+        )
+    }
+}
+
+fn sc7(ds: &Dataset) -> Verdict {
+    let d = Draft {
+        id: "sc7",
+        title: "SC7: the bench finishes in under 6 h",
+        statement: "Phase A + Phase B + optional Phase B' finish in under 6 h wall clock.",
+        unit: "hours",
+        threshold: format!("< {SC7_MAX_HOURS} h"),
+    };
+    if ds.manifest.is_empty() {
+        return d.not_testable("no manifest.jsonl: durations unknown");
+    }
+    let start = ds
+        .manifest
+        .iter()
+        .map(|r| r.started_unix_ms)
+        .min()
+        .unwrap_or(0);
+    let end = ds
+        .manifest
+        .iter()
+        .map(|r| r.started_unix_ms + (r.duration_s * 1000.0) as u64)
+        .max()
+        .unwrap_or(0);
+    let span_h = end.saturating_sub(start) as f64 / 3.6e6;
+    let busy_h: f64 = ds.manifest.iter().map(|r| r.duration_s).sum::<f64>() / 3600.0;
+    let e = Some(Estimate {
+        est: busy_h,
+        lo: None,
+        hi: None,
+    });
+    let v = if busy_h < SC7_MAX_HOURS {
+        VerdictKind::Supported
+    } else {
+        VerdictKind::Refuted
+    };
+    d.finish(
+        e,
+        v,
+        format!(
+            "{busy_h:.2} h of launches and cells over {} manifest rows (first start to last end: {span_h:.2} h, which includes pauses between sessions)",
+            ds.manifest.len()
+        ),
+        None,
+    )
+}

@@ -1,0 +1,340 @@
+//! H1–H6 exactly as the seed pre-registered them (hypothesis table), on TTFT p90 taxes at
+//! ref_safe (H1–H4) and on the Phase B shape grid (H5, H6).
+
+use std::collections::BTreeMap;
+
+use ctax_schema::{Cell, Phase};
+
+use super::{Ctx, Draft, at_least, below, num, pct};
+use crate::analysis::model::Detection;
+use crate::analysis::model::{Estimate, Verdict, VerdictKind};
+use crate::analysis::taxes::{Metric, detection, diff, map3, ratio};
+
+pub const H1_MIN_TAX: f64 = 0.10;
+pub const H2_MIN_GAP: f64 = 0.05;
+pub const H2_MAX_GAP: f64 = 0.10;
+pub const H3_MAX_RATIO: f64 = 0.5;
+pub const H3_IMPLEMENTATION_RATIO: f64 = 0.3;
+pub const H4_MAX_DEVIATION: f64 = 0.30;
+
+pub fn all(ctx: &Ctx) -> Vec<Verdict> {
+    vec![h1(ctx), h2(ctx), h3(ctx), h4(ctx), h5(ctx), h6(ctx)]
+}
+
+type Pair = (f64, Vec<f64>);
+
+/// TTFT p90 tax of `config` in the ref_safe cell.
+fn ttft_tax(ctx: &Ctx, config: &str, cell: &str) -> Result<Pair, String> {
+    ctx.engine
+        .relative(config, Phase::A, cell, Metric::TtftP90)
+        .ok_or_else(|| format!("{config} or plain has no TTFT p90 in {cell}"))
+}
+
+fn est(ctx: &Ctx, p: &Pair) -> Estimate {
+    ctx.engine.rep.estimate(p.0, &p.1)
+}
+
+fn h1(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "h1",
+        title: "H1: substrate tax persists at single instance / synthetic load",
+        statement: "Single-instance mooncake_both TTFT p90 is at least 10% higher than plain at the reference rate (ref_safe).",
+        unit: "fraction",
+        threshold: format!("tax_TTFT_p90(mooncake_both) >= {H1_MIN_TAX:.2}"),
+    };
+    let cell = match ctx.ref_safe_cell(&["mooncake_both"]) {
+        Ok(c) => c,
+        Err(r) => return d.not_testable(r),
+    };
+    let t = match ttft_tax(ctx, "mooncake_both", &cell) {
+        Ok(t) => t,
+        Err(r) => return d.not_testable(r),
+    };
+    let e = est(ctx, &t);
+    let v = at_least(&e, H1_MIN_TAX);
+    let reason = match v {
+        VerdictKind::Supported => format!("tax {} lies above 10% at {cell}", pct(&e)),
+        VerdictKind::Refuted => format!(
+            "tax {} lies below 10% at {cell}: the trace-replay tax is dominated by 8-instance coupling, not connector machinery",
+            pct(&e)
+        ),
+        _ => format!("tax {} straddles 10% at {cell}", pct(&e)),
+    };
+    d.finish(Some(e), v, reason, None)
+}
+
+fn h2(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "h2",
+        title: "H2: the NIXL-vs-Mooncake gap is mechanism-side",
+        statement: "Single-instance numbers preserve the ~7 pp gap: NIXL tax < Mooncake tax by 5-10 pp (falsified if the gap shrinks or inverts).",
+        unit: "pp",
+        threshold: format!("tax(mooncake_both) - tax(nixl_both) >= {H2_MIN_GAP:.2}"),
+    };
+    let cell = match ctx.ref_safe_cell(&["mooncake_both", "nixl_both"]) {
+        Ok(c) => c,
+        Err(r) => return d.not_testable(r),
+    };
+    let (m, n) = match (
+        ttft_tax(ctx, "mooncake_both", &cell),
+        ttft_tax(ctx, "nixl_both", &cell),
+    ) {
+        (Ok(m), Ok(n)) => (m, n),
+        (Err(r), _) | (_, Err(r)) => return d.not_testable(r),
+    };
+    let gap = diff(&m, &n);
+    let e = est(ctx, &gap);
+    let v = at_least(&e, H2_MIN_GAP);
+    let pp = |x: f64| x * 100.0;
+    let ci = match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) => format!("{:+.1} pp [{:+.1}, {:+.1}]", pp(e.est), pp(lo), pp(hi)),
+        _ => format!("{:+.1} pp", pp(e.est)),
+    };
+    let reason = match v {
+        VerdictKind::Supported if e.lo.is_some_and(|lo| lo > H2_MAX_GAP) => {
+            format!("gap {ci} is preserved and larger than the prior 5-10 pp")
+        }
+        VerdictKind::Supported => format!("gap {ci} preserved (>= 5 pp)"),
+        VerdictKind::Refuted => format!(
+            "gap {ci} shrank below 5 pp or inverted: the trace-replay gap was a coupling artifact"
+        ),
+        _ => format!("gap {ci} straddles 5 pp"),
+    };
+    d.finish(Some(e), v, reason, None)
+}
+
+/// H3's ratio tax(noop)/tax(mooncake_both) with its estimate, or why it is not testable.
+pub fn h3_ratio(ctx: &Ctx) -> Result<(Estimate, String), (VerdictKind, String)> {
+    let cell = ctx
+        .ref_safe_cell(&["noop_connector", "mooncake_both"])
+        .map_err(|r| (VerdictKind::NotTestable, r))?;
+    let noop = ttft_tax(ctx, "noop_connector", &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
+    let moon = ttft_tax(ctx, "mooncake_both", &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
+    let me = est(ctx, &moon);
+    if detection(&me) != Detection::Tax {
+        return Err((
+            VerdictKind::Inconclusive,
+            format!(
+                "mooncake_both's tax {} is not distinguishable from 0 (or negative): the ratio is undefined",
+                pct(&me)
+            ),
+        ));
+    }
+    Ok((est(ctx, &ratio(&noop, &moon)), cell))
+}
+
+/// SC3's label for a ratio estimate.
+pub fn h3_label(e: &Estimate) -> String {
+    if e.est >= H3_MAX_RATIO {
+        "framework-cost-dominated".into()
+    } else if e.est < H3_IMPLEMENTATION_RATIO {
+        "implementation-cost-dominated".into()
+    } else {
+        "mixed (ratio between 0.3 and 0.5)".into()
+    }
+}
+
+fn h3(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "h3",
+        title: "H3: framework-vs-implementation split",
+        statement: "noop_connector (vLLM connector framework only, every hook a no-op) tax is < 50% of mooncake_both's tax.",
+        unit: "ratio",
+        threshold: format!("tax(noop_connector) / tax(mooncake_both) < {H3_MAX_RATIO:.1}"),
+    };
+    match h3_ratio(ctx) {
+        Err((VerdictKind::NotTestable, r)) => d.not_testable(r),
+        Err((v, r)) => d.finish(None, v, r, None),
+        Ok((e, cell)) => {
+            let v = below(&e, H3_MAX_RATIO);
+            let reason = match v {
+                VerdictKind::Supported => format!(
+                    "ratio {} < 0.5 at {cell}: the connector implementations carry most of the tax",
+                    num(&e)
+                ),
+                VerdictKind::Refuted => format!(
+                    "ratio {} >= 0.5 at {cell}: vLLM's connector framework alone carries half or more",
+                    num(&e)
+                ),
+                _ => format!("ratio {} straddles 0.5 at {cell}", num(&e)),
+            };
+            d.finish(Some(e), v, reason, Some(h3_label(&e)))
+        }
+    }
+}
+
+/// H4's relative deviation |multi − (mooncake + lmcache)| / |multi| and the signed difference.
+pub fn h4_deviation(ctx: &Ctx) -> Result<(Estimate, Estimate, String), (VerdictKind, String)> {
+    let cfgs = ["mooncake_both", "lmcache_only", "multi_mooncake_lmcache"];
+    let cell = ctx
+        .ref_safe_cell(&cfgs)
+        .map_err(|r| (VerdictKind::NotTestable, r))?;
+    let m = ttft_tax(ctx, cfgs[0], &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
+    let l = ttft_tax(ctx, cfgs[1], &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
+    let x = ttft_tax(ctx, cfgs[2], &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
+    let xe = est(ctx, &x);
+    if detection(&xe) != Detection::Tax {
+        return Err((
+            VerdictKind::Inconclusive,
+            format!(
+                "the MultiConnector's tax {} is not distinguishable from 0: the relative deviation is undefined",
+                pct(&xe)
+            ),
+        ));
+    }
+    let dev = map3(&x, &m, &l, |x, m, l| (x - (m + l)).abs() / x.abs());
+    let signed = map3(&x, &m, &l, |x, m, l| x - (m + l));
+    Ok((est(ctx, &dev), est(ctx, &signed), cell))
+}
+
+fn h4(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "h4",
+        title: "H4: MultiConnector tax is additive",
+        statement: "tax(Mooncake+LMCache) ~ tax(Mooncake) + tax(LMCache), within 30%.",
+        unit: "ratio",
+        threshold: format!(
+            "|tax(multi) - (tax(mooncake_both) + tax(lmcache_only))| / tax(multi) <= {H4_MAX_DEVIATION:.2}"
+        ),
+    };
+    match h4_deviation(ctx) {
+        Err((VerdictKind::NotTestable, r)) => d.not_testable(r),
+        Err((v, r)) => d.finish(None, v, r, None),
+        Ok((e, signed, cell)) => {
+            let v = match (e.lo, e.hi) {
+                (_, Some(hi)) if hi <= H4_MAX_DEVIATION => VerdictKind::Supported,
+                (Some(lo), _) if lo > H4_MAX_DEVIATION => VerdictKind::Refuted,
+                (Some(_), Some(_)) => VerdictKind::Inconclusive,
+                _ => VerdictKind::NotTestable,
+            };
+            let label = match detection(&signed) {
+                Detection::Tax if v == VerdictKind::Refuted => {
+                    "super-additive (cross-connector interference)"
+                }
+                Detection::Negative if v == VerdictKind::Refuted => {
+                    "sub-additive (shared per-step cost amortised)"
+                }
+                _ if v == VerdictKind::Supported => "additive (linear)",
+                _ => "additivity undecided",
+            };
+            let reason = format!(
+                "relative deviation {} at {cell}; multi - (mooncake + lmcache) = {}",
+                num(&e),
+                pct(&signed)
+            );
+            d.finish(Some(e), v, reason, Some(label.into()))
+        }
+    }
+}
+
+/// Taxes of `metric` for mooncake_both over the Phase B grid: outer key = the dimension held
+/// fixed, inner = the dimension that varies.
+fn grid(
+    ctx: &Ctx,
+    metric: Metric,
+    vary_input: bool,
+) -> Result<BTreeMap<u32, BTreeMap<u32, Pair>>, String> {
+    ctx.has_data("mooncake_both")?;
+    let mut g: BTreeMap<u32, BTreeMap<u32, Pair>> = BTreeMap::new();
+    for c in ctx.cells.iter().filter(|c| {
+        c.launch.is_none() && c.key.phase == Phase::B && c.key.config == "mooncake_both"
+    }) {
+        let Some(t) = ctx
+            .engine
+            .relative("mooncake_both", Phase::B, &c.key.cell, metric)
+        else {
+            continue;
+        };
+        let Some(shape) = Cell::parse(&c.key.cell) else {
+            continue;
+        };
+        let (fixed, varying) = if vary_input {
+            (shape.output_len, shape.input_len)
+        } else {
+            (shape.input_len, shape.output_len)
+        };
+        g.entry(fixed).or_default().insert(varying, t);
+    }
+    g.retain(|_, row| row.len() >= 2);
+    if g.is_empty() {
+        return Err("mooncake_both and plain share no Phase B cells with at least two lengths along this axis".into());
+    }
+    Ok(g)
+}
+
+/// Directional test shared by H5 and H6: mean over the fixed dimension of
+/// tax(longest) − tax(shortest), plus a monotonicity check of the point estimates.
+fn directional(ctx: &Ctx, d: Draft, metric: Metric, vary_input: bool, what: &str) -> Verdict {
+    let g = match grid(ctx, metric, vary_input) {
+        Ok(g) => g,
+        Err(r) => return d.not_testable(r),
+    };
+    let rows: Vec<&BTreeMap<u32, Pair>> = g.values().collect();
+    let n = rows.len() as f64;
+    let nrep = rows[0].values().next().map_or(0, |p| p.1.len());
+    let mut point = 0.0;
+    let mut reps = vec![0.0; nrep];
+    let mut non_monotone = Vec::new();
+    for (fixed, row) in &g {
+        let first = row.values().next().expect("row has 2+ entries");
+        let last = row.values().next_back().expect("row has 2+ entries");
+        point += (last.0 - first.0) / n;
+        for (r, (a, b)) in reps.iter_mut().zip(last.1.iter().zip(&first.1)) {
+            *r += (a - b) / n;
+        }
+        let ests: Vec<f64> = row.values().map(|p| p.0).collect();
+        if ests.windows(2).any(|w| w[1] < w[0]) {
+            non_monotone.push(*fixed);
+        }
+    }
+    let e = ctx.engine.rep.estimate(point, &reps);
+    let fixed_name = if vary_input { "output" } else { "input" };
+    let v = match (e.lo, e.hi) {
+        (Some(lo), _) if lo > 0.0 && non_monotone.is_empty() => VerdictKind::Supported,
+        (_, Some(hi)) if hi < 0.0 => VerdictKind::Refuted,
+        (Some(_), Some(_)) => VerdictKind::Inconclusive,
+        _ => VerdictKind::NotTestable,
+    };
+    let mut reason = format!(
+        "mean change of the tax from the shortest to the longest {what}: {} (over {} {fixed_name} lengths)",
+        pct(&e),
+        g.len()
+    );
+    if !non_monotone.is_empty() {
+        reason.push_str(&format!(
+            "; not monotone at {fixed_name} length {}",
+            non_monotone
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let label = Some(match e.est {
+        x if x > 0.0 => format!("grows by {:.1} pp", x * 100.0),
+        x => format!("shrinks by {:.1} pp", -x * 100.0),
+    });
+    d.finish(Some(e), v, reason, label)
+}
+
+fn h5(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "h5",
+        title: "H5: the tax is shape-dependent (input length)",
+        statement: "tax_TTFT_p90 of mooncake_both grows monotonically with input length (Phase B).",
+        unit: "pp",
+        threshold: "tax(longest input) - tax(shortest input) > 0, monotone".into(),
+    };
+    directional(ctx, d, Metric::TtftP90, true, "input")
+}
+
+fn h6(ctx: &Ctx) -> Verdict {
+    let d = Draft {
+        id: "h6",
+        title: "H6: the tax compounds in decode (output length)",
+        statement: "tax_TPOT_p90 of mooncake_both grows with output length (Phase B).",
+        unit: "pp",
+        threshold: "tax(longest output) - tax(shortest output) > 0, monotone".into(),
+    };
+    directional(ctx, d, Metric::TpotP90, false, "output")
+}

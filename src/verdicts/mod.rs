@@ -1,0 +1,228 @@
+//! Verdicts on the seed's pre-registered hypotheses H1–H6 ([`hypotheses`]) and success
+//! criteria SC1–SC7 ([`criteria`]).
+//!
+//! Every verdict carries the estimate, its CI, the falsifier threshold and one of four
+//! outcomes: **supported** / **refuted** / **inconclusive** (the CI straddles the threshold) /
+//! **not testable** (a needed config or measurement is missing; the reason names it).
+//! The decision uses the CI, never the point estimate alone, so noise cannot produce a
+//! false tax.
+
+pub mod criteria;
+pub mod hypotheses;
+
+use ctax_schema::{Phase, ReferenceRates, fmt_rate};
+
+use crate::analysis::model::{CellStats, DatasetInfo, Estimate, Verdict, VerdictKind};
+use crate::analysis::taxes::TaxEngine;
+use crate::ingest::Dataset;
+
+/// Evaluates H1–H6 and SC1–SC7.
+pub fn evaluate(
+    engine: &TaxEngine,
+    refs: &ReferenceRates,
+    info: &DatasetInfo,
+    cells: &[CellStats],
+    ds: &Dataset,
+) -> (Vec<Verdict>, Vec<Verdict>) {
+    let ctx = Ctx {
+        engine,
+        refs,
+        info,
+        cells,
+    };
+    let h = hypotheses::all(&ctx);
+    let sc = criteria::all(&ctx, &h, ds);
+    (h, sc)
+}
+
+/// What every verdict needs.
+pub struct Ctx<'a> {
+    pub engine: &'a TaxEngine<'a>,
+    pub refs: &'a ReferenceRates,
+    pub info: &'a DatasetInfo,
+    pub cells: &'a [CellStats],
+}
+
+/// The seed's Phase A shape; used to pick the reference cell when Phase A ran several shapes.
+pub const SEED_SHAPE: (u32, u32) = (4096, 256);
+
+impl Ctx<'_> {
+    /// The Phase A cell name at `ref_safe` shared by plain and `config`, or why there is none.
+    pub fn ref_safe_cell(&self, configs: &[&str]) -> Result<String, String> {
+        let Some(r) = self.refs.ref_safe else {
+            return Err("ref_safe is undefined (no rate unsaturated for every config)".into());
+        };
+        for c in std::iter::once(&"plain").chain(configs) {
+            self.has_data(c)?;
+        }
+        let mut shared: Vec<&CellStats> = self
+            .cells
+            .iter()
+            .filter(|c| {
+                c.launch.is_none()
+                    && c.key.phase == Phase::A
+                    && c.key.config == "plain"
+                    && c.rate == r
+            })
+            .filter(|p| {
+                configs.iter().all(|x| {
+                    self.cells.iter().any(|c| {
+                        c.launch.is_none()
+                            && c.key.config == *x
+                            && c.key.phase == Phase::A
+                            && c.key.cell == p.key.cell
+                    })
+                })
+            })
+            .collect();
+        shared.sort_by_key(|c| {
+            (
+                (c.input_len, c.output_len) != SEED_SHAPE,
+                c.input_len,
+                c.output_len,
+            )
+        });
+        shared.first().map(|c| c.key.cell.clone()).ok_or_else(|| {
+            format!(
+                "no Phase A cell at ref_safe = {} req/s shared by plain and {}",
+                fmt_rate(r),
+                configs.join(", ")
+            )
+        })
+    }
+
+    /// `Ok` when `config` has data, else the reason it has none (pre-flight SKIP or not run).
+    pub fn has_data(&self, config: &str) -> Result<(), String> {
+        if self.info.configs.iter().any(|c| c == config) {
+            return Ok(());
+        }
+        Err(match self.info.skipped.get(config) {
+            Some(r) => format!("{config}: {r}"),
+            None => format!("{config}: no data"),
+        })
+    }
+}
+
+/// Builds a verdict from an estimate and a decision rule.
+pub struct Draft {
+    pub id: &'static str,
+    pub title: &'static str,
+    pub statement: &'static str,
+    pub unit: &'static str,
+    pub threshold: String,
+}
+
+impl Draft {
+    pub fn not_testable(self, reason: impl Into<String>) -> Verdict {
+        self.finish(None, VerdictKind::NotTestable, reason.into(), None)
+    }
+
+    pub fn finish(
+        self,
+        estimate: Option<Estimate>,
+        verdict: VerdictKind,
+        reason: String,
+        label: Option<String>,
+    ) -> Verdict {
+        Verdict {
+            id: self.id.into(),
+            title: self.title.into(),
+            statement: self.statement.into(),
+            estimate,
+            unit: self.unit.into(),
+            threshold: self.threshold,
+            verdict,
+            reason,
+            label,
+        }
+    }
+}
+
+/// Claim "value ≥ t": supported if the whole CI is ≥ t, refuted if it is entirely below t.
+pub fn at_least(e: &Estimate, t: f64) -> VerdictKind {
+    match (e.lo, e.hi) {
+        (Some(lo), _) if lo >= t => VerdictKind::Supported,
+        (_, Some(hi)) if hi < t => VerdictKind::Refuted,
+        (Some(_), Some(_)) => VerdictKind::Inconclusive,
+        _ => VerdictKind::NotTestable,
+    }
+}
+
+/// Claim "value < t": supported if the whole CI is below t, refuted if it is entirely ≥ t.
+pub fn below(e: &Estimate, t: f64) -> VerdictKind {
+    match (e.lo, e.hi) {
+        (_, Some(hi)) if hi < t => VerdictKind::Supported,
+        (Some(lo), _) if lo >= t => VerdictKind::Refuted,
+        (Some(_), Some(_)) => VerdictKind::Inconclusive,
+        _ => VerdictKind::NotTestable,
+    }
+}
+
+/// Claim "value ∈ [a, b]": supported if the CI lies inside, refuted if it is disjoint.
+pub fn within(e: &Estimate, a: f64, b: f64) -> VerdictKind {
+    match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) if lo >= a && hi <= b => VerdictKind::Supported,
+        (Some(lo), Some(hi)) if hi < a || lo > b => VerdictKind::Refuted,
+        (Some(_), Some(_)) => VerdictKind::Inconclusive,
+        _ => VerdictKind::NotTestable,
+    }
+}
+
+/// `12.3% [8.1%, 16.0%]`.
+pub fn pct(e: &Estimate) -> String {
+    match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) => format!(
+            "{:+.1}% [{:+.1}%, {:+.1}%]",
+            e.est * 100.0,
+            lo * 100.0,
+            hi * 100.0
+        ),
+        _ => format!("{:+.1}% (no CI)", e.est * 100.0),
+    }
+}
+
+/// `0.41 [0.20, 0.63]`.
+pub fn num(e: &Estimate) -> String {
+    match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) => format!("{:.2} [{:.2}, {:.2}]", e.est, lo, hi),
+        _ => format!("{:.2} (no CI)", e.est),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(est: f64, lo: f64, hi: f64) -> Estimate {
+        Estimate {
+            est,
+            lo: Some(lo),
+            hi: Some(hi),
+        }
+    }
+
+    #[test]
+    fn decision_rules_use_the_whole_interval() {
+        assert_eq!(at_least(&e(0.2, 0.12, 0.3), 0.10), VerdictKind::Supported);
+        assert_eq!(at_least(&e(0.05, 0.01, 0.09), 0.10), VerdictKind::Refuted);
+        assert_eq!(
+            at_least(&e(0.12, 0.08, 0.16), 0.10),
+            VerdictKind::Inconclusive
+        );
+        assert_eq!(below(&e(0.2, 0.1, 0.4), 0.5), VerdictKind::Supported);
+        assert_eq!(below(&e(0.7, 0.55, 0.9), 0.5), VerdictKind::Refuted);
+        assert_eq!(below(&e(0.45, 0.3, 0.6), 0.5), VerdictKind::Inconclusive);
+        assert_eq!(within(&e(0.4, 0.3, 0.5), 0.25, 0.6), VerdictKind::Supported);
+        assert_eq!(within(&e(0.1, 0.05, 0.2), 0.25, 0.6), VerdictKind::Refuted);
+        assert_eq!(
+            within(&e(0.3, 0.2, 0.4), 0.25, 0.6),
+            VerdictKind::Inconclusive
+        );
+        let no_ci = Estimate {
+            est: 0.3,
+            lo: None,
+            hi: None,
+        };
+        assert_eq!(at_least(&no_ci, 0.1), VerdictKind::NotTestable);
+    }
+}

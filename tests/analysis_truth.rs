@@ -1,0 +1,316 @@
+//! The analysis engine on synthetic archives with known truth (connector_tax::synth).
+//! Each test states the truth it injects and what the engine must conclude.
+
+use connector_tax::analysis::model::{AnalysisResult, Detection, TaxContext, VerdictKind};
+use connector_tax::analysis::{AnalyzeOptions, analyze};
+use connector_tax::synth::{SynthConfig, SynthSpec, generate};
+
+fn run(spec: &SynthSpec) -> AnalysisResult {
+    let dir = tempfile::tempdir().unwrap();
+    generate(spec, dir.path()).unwrap();
+    let ds = connector_tax::ingest::load(dir.path()).unwrap();
+    analyze(
+        &ds,
+        &AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .0
+}
+
+fn spec(configs: Vec<SynthConfig>) -> SynthSpec {
+    SynthSpec {
+        configs,
+        phase_a_rates: vec![1.0, 2.0, 4.0],
+        requests_per_cell: 400,
+        ..Default::default()
+    }
+}
+
+fn ref_safe_tax<'a>(
+    r: &'a AnalysisResult,
+    config: &str,
+) -> &'a connector_tax::analysis::model::Tax {
+    r.summary
+        .taxes
+        .iter()
+        .find(|t| t.config == config && t.context == TaxContext::RefSafe)
+        .expect("tax at ref_safe")
+}
+
+/// Truth: mooncake_both's TTFT is plain's × 1.20 (a 20% tax) at every rate, no queueing.
+#[test]
+fn injected_20_percent_ttft_tax_is_recovered() {
+    let r = run(&spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.20, 1.0),
+    ]));
+    assert_eq!(r.summary.reference_rates.ref_safe, Some(4.0));
+    let t = ref_safe_tax(&r, "mooncake_both").ttft_p90.as_ref().unwrap();
+    let (lo, hi) = (t.value.lo.unwrap(), t.value.hi.unwrap());
+    assert!(
+        lo <= 0.20 && 0.20 <= hi,
+        "CI [{lo}, {hi}] must cover the injected 20%"
+    );
+    assert!(
+        (t.value.est - 0.20).abs() < 0.06,
+        "estimate {}",
+        t.value.est
+    );
+    assert_eq!(t.detection, Detection::Tax);
+    // TPOT was not taxed: its CI must not claim a tax.
+    let tp = ref_safe_tax(&r, "mooncake_both").tpot_p90.as_ref().unwrap();
+    assert_ne!(tp.detection, Detection::Tax, "TPOT tax {:?}", tp.value);
+    let h1 = r.verdicts.hypotheses.iter().find(|v| v.id == "h1").unwrap();
+    assert_eq!(h1.verdict, VerdictKind::Supported, "{}", h1.reason);
+}
+
+/// Truth: noop_connector is identical to plain (0% tax) — only sampling noise differs.
+#[test]
+fn zero_tax_with_noise_is_inconclusive_not_a_false_tax() {
+    let r = run(&spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("noop_connector", 1.0, 1.0),
+    ]));
+    let t = ref_safe_tax(&r, "noop_connector");
+    assert_eq!(
+        t.ttft_p90.as_ref().unwrap().detection,
+        Detection::Inconclusive
+    );
+    assert_eq!(
+        t.tpot_p90.as_ref().unwrap().detection,
+        Detection::Inconclusive
+    );
+}
+
+/// Over many seeds, a 0% tax is called a tax at about the CI's error rate (2.5% per side), not
+/// more. 40 seeds: expected ~1 false "tax"; allow up to 4 (binomial(40, 0.025) exceeds 4 with
+/// probability < 0.5%).
+#[test]
+fn zero_tax_false_positive_rate_is_bounded() {
+    let mut false_taxes = 0;
+    for seed in 0..40u64 {
+        let mut s = spec(vec![
+            SynthConfig::new("plain", 1.0, 1.0),
+            SynthConfig::new("noop_connector", 1.0, 1.0),
+        ]);
+        s.seed = 1000 + seed;
+        s.phase_a_rates = vec![2.0];
+        s.requests_per_cell = 200;
+        s.with_steps = false;
+        let r = run(&s);
+        if ref_safe_tax(&r, "noop_connector")
+            .ttft_p90
+            .as_ref()
+            .unwrap()
+            .detection
+            == Detection::Tax
+        {
+            false_taxes += 1;
+        }
+    }
+    assert!(false_taxes <= 4, "{false_taxes}/40 false taxes");
+}
+
+/// Truth: nixl_both was skipped by the pre-flight, lmcache/multi never ran.
+#[test]
+fn skipped_config_makes_dependent_hypotheses_not_testable() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.3, 1.1),
+    ]);
+    s.skipped = vec![(
+        "nixl_both".into(),
+        "RuntimeError: NIXL is not available".into(),
+    )];
+    let r = run(&s);
+    let v = |id: &str| {
+        r.verdicts
+            .hypotheses
+            .iter()
+            .chain(&r.verdicts.success_criteria)
+            .find(|v| v.id == id)
+            .unwrap()
+            .clone()
+    };
+    let h2 = v("h2");
+    assert_eq!(h2.verdict, VerdictKind::NotTestable);
+    assert!(
+        h2.reason.contains("nixl_both") && h2.reason.contains("NIXL is not available"),
+        "{}",
+        h2.reason
+    );
+    let h4 = v("h4");
+    assert_eq!(h4.verdict, VerdictKind::NotTestable);
+    assert!(h4.reason.contains("lmcache_only"), "{}", h4.reason);
+    assert_eq!(v("sc2").verdict, VerdictKind::NotTestable);
+    assert_eq!(v("h5").verdict, VerdictKind::NotTestable, "no Phase B ran");
+    assert_eq!(
+        r.summary.dataset.skipped["nixl_both"],
+        "pre-flight SKIP: RuntimeError: NIXL is not available"
+    );
+    // SC6 fails: lmcache_only has no data and no SKIP reason in preflight_status.json.
+    let sc6 = v("sc6");
+    assert_eq!(sc6.verdict, VerdictKind::Refuted);
+    assert!(
+        sc6.reason.contains("no SKIP reason for lmcache_only"),
+        "{}",
+        sc6.reason
+    );
+}
+
+/// Truth: a healthy server (capacity far above the rate) with long outputs: each request
+/// takes ~20 s (2000 tokens × 10 ms), far longer than the 2-request warm-up. A drain tail
+/// this long must not make any rate look saturated.
+#[test]
+fn long_drain_tail_is_not_saturation() {
+    let mut s = spec(vec![SynthConfig::new("plain", 1.0, 1.0)]);
+    s.phase_a_shape = (512, 2000);
+    s.max_events = Some(50);
+    s.warmup_requests = 2;
+    s.requests_per_cell = 120;
+    s.sigma = 0.1;
+    let r = run(&s);
+    for c in r.summary.cells.iter().filter(|c| c.launch.is_none()) {
+        let sat = c.saturation.as_ref().unwrap();
+        assert!(!sat.any, "rate {} flagged: {:?}", c.rate, sat);
+        let ratio = c.effective_rps.unwrap() / c.offered_rps;
+        assert!(ratio > 0.97, "rate {}: effective/offered = {ratio}", c.rate);
+    }
+    assert_eq!(r.summary.reference_rates.ref_safe, Some(4.0));
+}
+
+/// Truth: plain can start 3 requests/s. At 4 and 8 req/s the queue grows without bound.
+#[test]
+fn overload_is_flagged_with_the_criteria_that_fired() {
+    let mut s = spec(vec![SynthConfig {
+        capacity_rps: 3.0,
+        ..SynthConfig::new("plain", 1.0, 1.0)
+    }]);
+    s.phase_a_rates = vec![1.0, 2.0, 4.0, 8.0];
+    s.requests_per_cell = 200;
+    let r = run(&s);
+    let cell = |rate: f64| {
+        r.summary
+            .cells
+            .iter()
+            .find(|c| c.launch.is_none() && c.rate == rate)
+            .unwrap()
+    };
+    let s4 = cell(4.0).saturation.clone().unwrap();
+    assert!(
+        s4.throughput.fired,
+        "throughput criterion: {:?}",
+        s4.throughput
+    );
+    assert!(
+        (s4.throughput.value.unwrap() - 0.75).abs() < 0.05,
+        "effective/offered ≈ 3/4: {:?}",
+        s4.throughput.value
+    );
+    assert!(s4.queue.fired, "queue criterion: {:?}", s4.queue);
+    assert!(
+        s4.ttft_growth.fired,
+        "ttft growth criterion: {:?}",
+        s4.ttft_growth
+    );
+    assert!(s4.saturated && cell(8.0).saturation.as_ref().unwrap().saturated);
+    assert!(!cell(2.0).saturation.as_ref().unwrap().any);
+    let refs = &r.summary.reference_rates;
+    assert_eq!(refs.saturation_rate["plain"], Some(4.0));
+    assert_eq!((refs.ref_safe, refs.ref_load), (Some(2.0), Some(2.0)));
+}
+
+/// Truth: plain saturates above 6 req/s, mooncake_both above 3 req/s.
+#[test]
+fn reference_rates_follow_the_seed_definitions() {
+    let mut s = spec(vec![
+        SynthConfig {
+            capacity_rps: 6.0,
+            ..SynthConfig::new("plain", 1.0, 1.0)
+        },
+        SynthConfig {
+            capacity_rps: 3.0,
+            ..SynthConfig::new("mooncake_both", 1.1, 1.0)
+        },
+    ]);
+    s.phase_a_rates = vec![1.0, 2.0, 4.0, 8.0];
+    s.requests_per_cell = 200;
+    let r = run(&s);
+    let refs = &r.summary.reference_rates;
+    assert_eq!(refs.ref_safe, Some(2.0), "{:?}", refs.notes);
+    assert_eq!(refs.ref_load, Some(4.0), "{:?}", refs.notes);
+    assert!(
+        r.summary
+            .taxes
+            .iter()
+            .any(|t| t.context == TaxContext::RefLoad && t.rate == 4.0)
+    );
+}
+
+/// Truth: every step of mooncake_both is 150 µs longer than plain's, of which 100 µs are
+/// instrumented callbacks (50 µs unexplained).
+#[test]
+fn step_taxes_are_recovered() {
+    let mut s = spec(vec![
+        SynthConfig {
+            callback_us: None,
+            ..SynthConfig::new("plain", 1.0, 1.0)
+        },
+        SynthConfig {
+            step_extra_us: 150.0,
+            callback_us: Some(100.0),
+            ..SynthConfig::new("mooncake_both", 1.0, 1.0)
+        },
+    ]);
+    s.phase_a_rates = vec![1.0];
+    let r = run(&s);
+    let t = ref_safe_tax(&r, "mooncake_both");
+    let covers = |v: &connector_tax::analysis::model::TaxValue, truth: f64, tol: f64| {
+        assert!(
+            (v.value.est - truth).abs() < tol,
+            "estimate {} vs {truth}",
+            v.value.est
+        );
+        assert!(
+            v.value.lo.unwrap() <= truth + tol && v.value.hi.unwrap() >= truth - tol,
+            "{:?}",
+            v.value
+        );
+    };
+    // Medians: callbacks are lognormal(σ=0.1) around 100 → median 100; step 2000·LN(0.2)+150
+    // around the same base for both → difference of medians ≈ 150.
+    covers(t.step_p50_us.as_ref().unwrap(), 150.0, 60.0);
+    covers(t.callback_p50_us.as_ref().unwrap(), 100.0, 5.0);
+    covers(t.step_minus_callback_us.as_ref().unwrap(), 50.0, 60.0);
+    assert_eq!(
+        t.callback_p50_us.as_ref().unwrap().detection,
+        Detection::Tax
+    );
+    assert!(r.summary.dataset.step_timing_available);
+    assert!(r.step_ecdf.contains_key("plain") && r.step_ecdf.contains_key("mooncake_both"));
+}
+
+/// Same input, same seed → byte-identical summary and verdicts.
+#[test]
+fn analysis_is_deterministic() {
+    let s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("noop_connector", 1.05, 1.0),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    generate(&s, dir.path()).unwrap();
+    let ds = connector_tax::ingest::load(dir.path()).unwrap();
+    let a = analyze(&ds, &AnalyzeOptions::default()).unwrap().0;
+    let b = analyze(&ds, &AnalyzeOptions::default()).unwrap().0;
+    assert_eq!(
+        serde_json::to_string(&a.summary).unwrap(),
+        serde_json::to_string(&b.summary).unwrap()
+    );
+    assert_eq!(
+        serde_json::to_string(&a.verdicts).unwrap(),
+        serde_json::to_string(&b.verdicts).unwrap()
+    );
+}
