@@ -71,12 +71,15 @@ pub fn spin_until(t_ns: u64) -> u64 {
 
 /// Adaptive "sleep then spin" waiter. It sleeps (absolute) until `deadline − margin`, then
 /// spins. The margin follows the observed wake-up overshoot of `clock_nanosleep` on this
-/// machine (a decaying maximum plus a guard), so the spin stays short when the kernel wakes us
-/// on time and grows when it does not.
+/// machine: the 95th percentile of the last 128 overshoots plus a 5 µs guard, clamped to
+/// `[min, max]`. Rare, huge overshoots (the thread was preempted) cannot be fixed by spinning
+/// and are deliberately not chased: a decaying maximum would spin for every request after one.
 #[derive(Debug, Clone)]
 pub struct PreciseWaiter {
-    /// Current decaying estimate of the wake-up overshoot, ns.
-    overshoot_ns: f64,
+    ring: Vec<u64>,
+    next: usize,
+    filled: usize,
+    margin_ns: u64,
     min_margin_ns: u64,
     max_margin_ns: u64,
 }
@@ -89,10 +92,15 @@ impl Default for PreciseWaiter {
     }
 }
 
+const RING: usize = 128;
+
 impl PreciseWaiter {
     pub fn new(min_margin_ns: u64, max_margin_ns: u64) -> Self {
         PreciseWaiter {
-            overshoot_ns: 50_000.0,
+            ring: vec![0; RING],
+            next: 0,
+            filled: 0,
+            margin_ns: (min_margin_ns * 2).min(max_margin_ns),
             min_margin_ns,
             max_margin_ns,
         }
@@ -100,7 +108,20 @@ impl PreciseWaiter {
 
     /// Spin margin used for the next wait, ns.
     pub fn margin_ns(&self) -> u64 {
-        ((self.overshoot_ns * 1.5) as u64 + 10_000).clamp(self.min_margin_ns, self.max_margin_ns)
+        self.margin_ns
+    }
+
+    fn observe(&mut self, overshoot_ns: u64) {
+        self.ring[self.next] = overshoot_ns;
+        self.next = (self.next + 1) % RING;
+        self.filled = (self.filled + 1).min(RING);
+        // Re-estimate every 16 wake-ups (a sort of 128 values is ~1 µs).
+        if self.next % 16 == 0 {
+            let mut v = self.ring[..self.filled].to_vec();
+            v.sort_unstable();
+            let p95 = v[(v.len() - 1) * 95 / 100];
+            self.margin_ns = (p95 + 5_000).clamp(self.min_margin_ns, self.max_margin_ns);
+        }
     }
 
     /// Waits until `deadline_ns`. `keep_waiting` is polled at least every `slice_ns` while
@@ -117,20 +138,16 @@ impl PreciseWaiter {
             if now >= deadline_ns {
                 return Some(now);
             }
-            let margin = self.margin_ns();
+            let margin = self.margin_ns;
             if deadline_ns - now <= margin {
                 return Some(spin_until(deadline_ns));
             }
             let wake = (deadline_ns - margin).min(now.saturating_add(slice_ns));
             sleep_until_abs(wake);
             let woke = monotonic_ns();
-            let over = woke.saturating_sub(wake) as f64;
-            // Decaying max: jump up at once, decay slowly (~1% per wake-up).
-            self.overshoot_ns = if over > self.overshoot_ns {
-                over
-            } else {
-                self.overshoot_ns * 0.99 + over * 0.01
-            };
+            if wake == deadline_ns - margin {
+                self.observe(woke.saturating_sub(wake));
+            }
             if !keep_waiting() {
                 return None;
             }

@@ -35,6 +35,21 @@ pub struct SimRequest {
     pub tx: tokio::sync::mpsc::UnboundedSender<TokenMsg>,
 }
 
+/// Where requests go: the batching engine's thread, or the fixed-latency task on the runtime.
+enum EngineTx {
+    Thread(crate::rtq::Sender<SimRequest>),
+    Task(tokio::sync::mpsc::UnboundedSender<SimRequest>),
+}
+
+impl EngineTx {
+    fn send(&self, r: SimRequest) -> Result<(), ()> {
+        match self {
+            EngineTx::Thread(t) => t.send(r).map_err(|_| ()),
+            EngineTx::Task(t) => t.send(r).map_err(|_| ()),
+        }
+    }
+}
+
 /// One generated token.
 #[derive(Debug, Clone, Copy)]
 pub struct TokenMsg {
@@ -106,7 +121,7 @@ struct AppState {
     model: String,
     model_json: String,
     max_model_len: u32,
-    engine: crate::rtq::Sender<SimRequest>,
+    engine: EngineTx,
     metrics: Arc<Mutex<SimMetrics>>,
     next_id: AtomicU64,
     die_after: Option<u64>,
@@ -413,23 +428,56 @@ pub fn main_with(args: SimArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(args.workers > 0, "--workers must be >= 1");
     let metrics = Arc::new(Mutex::new(SimMetrics::default()));
-    let (etx, erx) = crate::rtq::channel::<SimRequest>();
-    let mode = match (args.fixed_ttft_ms, args.fixed_itl_ms) {
+    let prio = args.rt_priority;
+    if prio > 0 {
+        std::thread::spawn(move || crate::clock::set_thread_realtime(prio))
+            .join()
+            .map_err(|_| anyhow::anyhow!("probe thread panicked"))?
+            .map_err(|e| anyhow::anyhow!("--rt-priority {prio}: {e}"))?;
+    }
+    // One worker: everything (accept, connections, the fixed-mode token clock) on this thread.
+    let rt = if args.workers == 1 {
+        if prio > 0 {
+            let _ = crate::clock::set_thread_realtime(prio);
+        }
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.workers)
+            .thread_name("sim-http")
+            .on_thread_start(move || {
+                if prio > 0 {
+                    let _ = crate::clock::set_thread_realtime(prio);
+                }
+            })
+            .enable_all()
+            .build()?
+    };
+    let (etx, mode) = match (args.fixed_ttft_ms, args.fixed_itl_ms) {
         (Some(ttft), Some(itl)) => {
             anyhow::ensure!(ttft >= 0.0 && itl >= 0.0, "fixed latencies must be >= 0");
-            fixed::spawn(
-                fixed::FixedCfg {
-                    ttft_ns: (ttft * 1e6) as u64,
-                    itl_ns: (itl * 1e6) as u64,
-                    seed: args.seed,
-                    rt_priority: args.rt_priority,
-                },
-                erx,
-                metrics.clone(),
-            )?;
-            format!("fixed latency: TTFT {ttft} ms, ITL {itl} ms, infinite capacity")
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let cfg = fixed::FixedCfg {
+                ttft_ns: (ttft * 1e6) as u64,
+                itl_ns: (itl * 1e6) as u64,
+                seed: args.seed,
+            };
+            let m = metrics.clone();
+            rt.spawn(async move {
+                if let Err(e) = fixed::run(cfg, rx, m).await {
+                    eprintln!("ctax-sim: token clock failed: {e}");
+                    std::process::exit(1);
+                }
+            });
+            (
+                EngineTx::Task(tx),
+                format!("fixed latency: TTFT {ttft} ms, ITL {itl} ms, infinite capacity"),
+            )
         }
         _ => {
+            let (etx, erx) = crate::rtq::channel::<SimRequest>();
             let step_log = args.step_log.as_ref().map(spawn_step_log).transpose()?;
             engine::spawn(
                 engine::EngineCfg {
@@ -448,17 +496,20 @@ pub fn main_with(args: SimArgs) -> anyhow::Result<()> {
                 metrics.clone(),
                 step_log,
             )?;
-            format!(
-                "continuous batching: budget {} tokens, {} seqs, step {} µs + {} µs/prefill token + {} µs/decode seq, \
-                 connector {} µs/step + {} µs/request, jitter ±{}%",
-                args.max_num_batched_tokens,
-                args.max_num_seqs,
-                args.base_step_us,
-                args.prefill_token_us,
-                args.decode_seq_us,
-                args.connector_step_us,
-                args.connector_request_us,
-                args.jitter_pct
+            (
+                EngineTx::Thread(etx),
+                format!(
+                    "continuous batching: budget {} tokens, {} seqs, step {} µs + {} µs/prefill token + {} µs/decode seq, \
+                     connector {} µs/step + {} µs/request, jitter ±{}%",
+                    args.max_num_batched_tokens,
+                    args.max_num_seqs,
+                    args.base_step_us,
+                    args.prefill_token_us,
+                    args.decode_seq_us,
+                    args.connector_step_us,
+                    args.connector_request_us,
+                    args.jitter_pct
+                ),
             )
         }
     };
@@ -479,23 +530,6 @@ pub fn main_with(args: SimArgs) -> anyhow::Result<()> {
         .route("/health", get(health))
         .layer(axum::middleware::map_response(label_simulated))
         .with_state(state);
-    let prio = args.rt_priority;
-    if prio > 0 {
-        std::thread::spawn(move || crate::clock::set_thread_realtime(prio))
-            .join()
-            .map_err(|_| anyhow::anyhow!("probe thread panicked"))?
-            .map_err(|e| anyhow::anyhow!("--rt-priority {prio}: {e}"))?;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.workers)
-        .thread_name("sim-http")
-        .on_thread_start(move || {
-            if prio > 0 {
-                let _ = crate::clock::set_thread_realtime(prio);
-            }
-        })
-        .enable_all()
-        .build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port)).await?;
         let addr = listener.local_addr()?;
