@@ -266,6 +266,38 @@ fn hard_cap_cancels_and_marks_the_cell_incomplete() {
 }
 
 #[test]
+fn request_timeouts_are_recorded() {
+    // 3 s per engine step: no request can finish within the 0.5 s request timeout.
+    let sim = Sim::start(&["--base-step-us", "3000000", "--jitter-pct", "0"]);
+    let run = Run::new();
+    let (st, _) = run.collect(
+        &sim.url,
+        &plan(&[cell(
+            4.0,
+            8,
+            2,
+            json!({"duration_s": 0.5, "min_completed": 0}),
+        )]),
+        &["--request-timeout-s", "0.5"],
+    );
+    assert_eq!(st.code(), Some(0));
+    let recs = run.requests("r4_i8_o2");
+    assert_eq!(recs.len(), 2);
+    for r in &recs {
+        assert_eq!(r.status, Status::Timeout);
+        assert!(
+            r.error.as_deref().unwrap().contains("500ms"),
+            "{:?}",
+            r.error
+        );
+        let took = r.t_end_ns.unwrap() - r.t_send_ns.unwrap();
+        assert!(took >= 500_000_000, "{took}");
+        assert_monotone(r);
+    }
+    assert_eq!(run.summary().cells["A/r4_i8_o2"].errors, 2);
+}
+
+#[test]
 fn killed_server_mid_cell_exits_4_with_every_record_on_disk() {
     let mut sim = Sim::start(&["--base-step-us", "5000"]);
     let run = Run::new();

@@ -584,6 +584,10 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         if counters.records.load(Ordering::Acquire) >= pstats.scheduled {
             break;
         }
+        if writer.is_finished() {
+            // Only a crashed writer ends early; its join below reports it.
+            break;
+        }
         let stop_now = check_rules(&mut dead, &mut aborted, &mut interrupted);
         if !cancel.is_cancelled() && (stop_now || monotonic_ns() >= hard_end) {
             drain_cut = u64::from(io.inflight.load(Ordering::Relaxed));
