@@ -188,7 +188,11 @@ impl ReportView {
         let title = "KV-connector substrate tax".to_owned();
 
         let skipped: Vec<(String, String)> = {
-            let mut v: Vec<(String, String)> = d.skipped.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let mut v: Vec<(String, String)> = d
+                .skipped
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             v.sort_by_key(|(k, _)| super::config_rank(k));
             v
         };
@@ -199,12 +203,17 @@ impl ReportView {
                     .iter()
                     .find(|f| f.number == 6)
                     .and_then(|f| f.note.clone())
-                    .unwrap_or_else(|| "Step timing unavailable: Figures 6 and 7 are not drawn.".to_owned()),
+                    .unwrap_or_else(|| {
+                        "Step timing unavailable: Figures 6 and 7 are not drawn.".to_owned()
+                    }),
             );
         }
         // Figures 6 and 7 are covered by the step-timing note above when it applies.
         let covered = |n: u8| !d.step_timing_available && (n == 6 || n == 7);
-        for f in figures.iter().filter(|f| f.svg.is_none() && !covered(f.number)) {
+        for f in figures
+            .iter()
+            .filter(|f| f.svg.is_none() && !covered(f.number))
+        {
             if let Some(n) = &f.note {
                 degradation.push(format!("Figure {}: {n}", f.number));
             }
@@ -213,7 +222,11 @@ impl ReportView {
             degradation.push(format!(
                 "{} of the seed's configs did not run and appear in no figure or table: {}.",
                 skipped.len(),
-                skipped.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>().join(", ")
+                skipped
+                    .iter()
+                    .map(|(c, _)| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
 
@@ -222,14 +235,31 @@ impl ReportView {
             ("Dataset".to_owned(), d.root.clone()),
             (
                 "Data".to_owned(),
-                if simulated { "SIMULATED (ctax-sim), not vLLM".to_owned() } else { "real vLLM runs".to_owned() },
+                if simulated {
+                    "SIMULATED (ctax-sim), not vLLM".to_owned()
+                } else {
+                    "real vLLM runs".to_owned()
+                },
             ),
-            ("Configs measured".to_owned(), format!("{measured} ({} skipped)", skipped.len())),
-            ("ref_safe".to_owned(), fmt::opt(s.reference_rates.ref_safe, "rps")),
-            ("ref_load".to_owned(), fmt::opt(s.reference_rates.ref_load, "rps")),
+            (
+                "Configs measured".to_owned(),
+                format!("{measured} ({} skipped)", skipped.len()),
+            ),
+            (
+                "ref_safe".to_owned(),
+                fmt::opt(s.reference_rates.ref_safe, "rps"),
+            ),
+            (
+                "ref_load".to_owned(),
+                fmt::opt(s.reference_rates.ref_load, "rps"),
+            ),
             (
                 "Step timing".to_owned(),
-                if d.step_timing_available { "available".to_owned() } else { "unavailable".to_owned() },
+                if d.step_timing_available {
+                    "available".to_owned()
+                } else {
+                    "unavailable".to_owned()
+                },
             ),
         ];
         if let Some(t) = s
@@ -238,7 +268,10 @@ impl ReportView {
             .find(|t| t.config == "mooncake_both" && t.context == TaxContext::RefSafe)
             .and_then(|t| t.ttft_p90.as_ref())
         {
-            glance.push(("mooncake_both TTFT p90 tax at ref_safe".to_owned(), fmt::estimate(&t.value, &t.unit)));
+            glance.push((
+                "mooncake_both TTFT p90 tax at ref_safe".to_owned(),
+                fmt::estimate(&t.value, &t.unit),
+            ));
         }
 
         ReportView {
@@ -267,7 +300,10 @@ impl ReportView {
             shape_taxes: shape_tax_rows(r),
             cell_groups: cell_groups(r),
             conventions: vec![
-                ("Percentile estimator".to_owned(), s.conventions.percentile_estimator.clone()),
+                (
+                    "Percentile estimator".to_owned(),
+                    s.conventions.percentile_estimator.clone(),
+                ),
                 ("CI method".to_owned(), s.conventions.ci_method.clone()),
                 (
                     "Bootstrap settings".to_owned(),
@@ -284,8 +320,14 @@ impl ReportView {
                 ("ITL".to_owned(), s.conventions.itl.clone()),
                 ("E2E".to_owned(), s.conventions.e2e.clone()),
                 ("Warm-up".to_owned(), s.conventions.warmup.clone()),
-                ("Token source".to_owned(), s.conventions.token_source.clone()),
-                ("Effective throughput".to_owned(), s.conventions.effective_throughput.clone()),
+                (
+                    "Token source".to_owned(),
+                    s.conventions.token_source.clone(),
+                ),
+                (
+                    "Effective throughput".to_owned(),
+                    s.conventions.effective_throughput.clone(),
+                ),
                 ("Saturation".to_owned(), s.conventions.saturation.clone()),
             ],
             warnings: s.warnings.clone(),
@@ -298,15 +340,31 @@ fn bootstrap_method(b: &crate::stats::BootstrapConfig) -> String {
     // Serialised through serde so this view does not depend on the enum's variants.
     match serde_json::to_value(b.method) {
         Ok(serde_json::Value::Object(m)) => {
-            let kind = m.get("kind").and_then(|k| k.as_str()).unwrap_or("?").replace('_', " ");
+            let kind = m
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .unwrap_or("?")
+                .replace('_', " ");
             let rest: Vec<String> = m
                 .iter()
                 .filter(|(k, _)| *k != "kind")
                 .map(|(k, v)| {
-                    format!("{} = {}", k.replace('_', " "), if v.is_null() { "auto".to_owned() } else { v.to_string() })
+                    format!(
+                        "{} = {}",
+                        k.replace('_', " "),
+                        if v.is_null() {
+                            "auto".to_owned()
+                        } else {
+                            v.to_string()
+                        }
+                    )
                 })
                 .collect();
-            if rest.is_empty() { kind } else { format!("{kind} ({})", rest.join(", ")) }
+            if rest.is_empty() {
+                kind
+            } else {
+                format!("{kind} ({})", rest.join(", "))
+            }
         }
         Ok(v) => v.to_string(),
         Err(_) => "?".to_owned(),
@@ -315,9 +373,16 @@ fn bootstrap_method(b: &crate::stats::BootstrapConfig) -> String {
 
 /// Adds accessibility attributes to a plotters SVG so it can be inlined.
 fn inline_svg(svg: &str, title: &str) -> String {
-    let t: String = title.chars().filter(|c| !matches!(c, '<' | '>' | '&' | '"')).collect();
+    let t: String = title
+        .chars()
+        .filter(|c| !matches!(c, '<' | '>' | '&' | '"'))
+        .collect();
     match svg.find("<svg ") {
-        Some(i) => format!("{}<svg role=\"img\" aria-label=\"{t}\" {}", &svg[..i], &svg[i + 5..]),
+        Some(i) => format!(
+            "{}<svg role=\"img\" aria-label=\"{t}\" {}",
+            &svg[..i],
+            &svg[i + 5..]
+        ),
         None => svg.to_owned(),
     }
 }
@@ -325,7 +390,9 @@ fn inline_svg(svg: &str, title: &str) -> String {
 fn anchor_ok(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 16
-        && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 fn verdict_rows(vs: &[Verdict], expected: &[&str]) -> Vec<VerdictRow> {
@@ -363,10 +430,16 @@ fn verdict_rows(vs: &[Verdict], expected: &[&str]) -> Vec<VerdictRow> {
 }
 
 fn verdict_row(v: &Verdict, anchor: &str) -> VerdictRow {
+    let id = v.id.to_uppercase();
+    // Titles may repeat the id ("H2: ..."); the ID column already shows it.
+    let title = v
+        .title
+        .strip_prefix(&format!("{id}:"))
+        .map_or_else(|| v.title.clone(), |t| t.trim_start().to_owned());
     VerdictRow {
         anchor: anchor.to_owned(),
-        id: v.id.to_uppercase(),
-        title: v.title.clone(),
+        id,
+        title,
         statement: v.statement.clone(),
         estimate: fmt::opt_estimate(v.estimate.as_ref(), &v.unit),
         threshold: v.threshold.clone(),
@@ -379,7 +452,11 @@ fn verdict_row(v: &Verdict, anchor: &str) -> VerdictRow {
 
 fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
     let Some(t) = t else {
-        return TaxCell { text: fmt::NA.to_owned(), class: String::new(), mark: String::new() };
+        return TaxCell {
+            text: fmt::NA.to_owned(),
+            class: String::new(),
+            mark: String::new(),
+        };
     };
     let (class, mark) = match t.detection {
         Detection::Tax => ("tax", ""),
@@ -387,11 +464,20 @@ fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
         Detection::Inconclusive => ("nd", " (n.d.)"),
         Detection::Unknown => ("", ""),
     };
-    TaxCell { text: fmt::estimate(&t.value, &t.unit), class: class.to_owned(), mark: mark.to_owned() }
+    TaxCell {
+        text: fmt::estimate(&t.value, &t.unit),
+        class: class.to_owned(),
+        mark: mark.to_owned(),
+    }
 }
 
 fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
-    let find = |c: &str, k: TaxContext| r.summary.taxes.iter().find(|t| t.config == c && t.context == k);
+    let find = |c: &str, k: TaxContext| {
+        r.summary
+            .taxes
+            .iter()
+            .find(|t| t.config == c && t.context == k)
+    };
     let mut configs: Vec<String> = r
         .summary
         .taxes
@@ -421,11 +507,25 @@ fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
 }
 
 fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
-    let mut taxes: Vec<_> =
-        r.summary.taxes.iter().filter(|t| matches!(t.context, TaxContext::ShapeB | TaxContext::ShapeBp)).collect();
+    let mut taxes: Vec<_> = r
+        .summary
+        .taxes
+        .iter()
+        .filter(|t| matches!(t.context, TaxContext::ShapeB | TaxContext::ShapeBp))
+        .collect();
     taxes.sort_by(|a, b| {
-        (super::config_rank(&a.config), a.context, a.input_len, a.output_len)
-            .cmp(&(super::config_rank(&b.config), b.context, b.input_len, b.output_len))
+        (
+            super::config_rank(&a.config),
+            a.context,
+            a.input_len,
+            a.output_len,
+        )
+            .cmp(&(
+                super::config_rank(&b.config),
+                b.context,
+                b.input_len,
+                b.output_len,
+            ))
             .then(a.rate.total_cmp(&b.rate))
     });
     taxes
@@ -470,7 +570,11 @@ fn cell_row(c: &CellStats) -> CellRow {
         None => String::new(),
         Some(s) => {
             let mut t = String::new();
-            for (fired, code) in [(s.throughput.fired, 'T'), (s.queue.fired, 'Q'), (s.ttft_growth.fired, 'G')] {
+            for (fired, code) in [
+                (s.throughput.fired, 'T'),
+                (s.queue.fired, 'Q'),
+                (s.ttft_growth.fired, 'G'),
+            ] {
                 if fired {
                     t.push(code);
                 }
@@ -518,7 +622,9 @@ fn cell_row(c: &CellStats) -> CellRow {
         e2e_p90: point(c.e2e_ms.p90.as_ref()),
         lateness: fmt::opt(c.lateness_us_p99, ""),
         throughput,
-        waiting: c.waiting_p50.map_or_else(|| fmt::NA.to_owned(), |w| fmt::fixed(w, 1)),
+        waiting: c
+            .waiting_p50
+            .map_or_else(|| fmt::NA.to_owned(), |w| fmt::fixed(w, 1)),
         saturation: sat,
         health: health.join("; "),
         flagged,
@@ -528,7 +634,9 @@ fn cell_row(c: &CellStats) -> CellRow {
 fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
     let mut by: BTreeMap<(usize, String), Vec<&CellStats>> = BTreeMap::new();
     for c in r.summary.cells.iter().filter(|c| c.launch.is_none()) {
-        by.entry(super::config_rank(&c.key.config)).or_default().push(c);
+        by.entry(super::config_rank(&c.key.config))
+            .or_default()
+            .push(c);
     }
     by.into_iter()
         .enumerate()
@@ -538,7 +646,11 @@ fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
                     .cmp(&(b.key.phase, b.input_len, b.output_len))
                     .then(a.rate.total_cmp(&b.rate))
             });
-            CellGroup { anchor: format!("cells-{i}"), config, rows: cells.into_iter().map(cell_row).collect() }
+            CellGroup {
+                anchor: format!("cells-{i}"),
+                config,
+                rows: cells.into_iter().map(cell_row).collect(),
+            }
         })
         .collect()
 }
@@ -548,11 +660,21 @@ fn provenance(r: &AnalysisResult) -> Provenance {
     let d = &s.dataset;
     let mut manifest: Vec<&ctax_schema::ManifestRow> = d.manifest.iter().collect();
     manifest.sort_by(|a, b| {
-        a.started_unix_ms.cmp(&b.started_unix_ms).then(a.stage.cmp(&b.stage)).then(a.config.cmp(&b.config))
+        a.started_unix_ms
+            .cmp(&b.started_unix_ms)
+            .then(a.stage.cmp(&b.stage))
+            .then(a.config.cmp(&b.config))
     });
-    let first = manifest.iter().map(|m| m.started_unix_ms).filter(|t| *t > 0).min();
-    let last =
-        manifest.iter().map(|m| m.started_unix_ms + (m.duration_s.max(0.0) * 1000.0) as u64).filter(|t| *t > 0).max();
+    let first = manifest
+        .iter()
+        .map(|m| m.started_unix_ms)
+        .filter(|t| *t > 0)
+        .min();
+    let last = manifest
+        .iter()
+        .map(|m| m.started_unix_ms + (m.duration_s.max(0.0) * 1000.0) as u64)
+        .filter(|t| *t > 0)
+        .max();
     let dates = match (first, last) {
         (Some(a), Some(b)) => format!("{} to {}", fmt::unix_ms(a), fmt::unix_ms(b)),
         _ => fmt::NA.to_owned(),
@@ -576,7 +698,12 @@ fn provenance(r: &AnalysisResult) -> Provenance {
                 (None, Some(s)) => s.clone(),
                 (None, None) => String::new(),
             },
-            connectors: m.connector_versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+            connectors: m
+                .connector_versions
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             gpu: m.gpu.clone().unwrap_or_default(),
             step_timing: match m.step_timing_active {
                 Some(true) => "yes".to_owned(),
@@ -591,18 +718,30 @@ fn provenance(r: &AnalysisResult) -> Provenance {
     // Group runs with identical environments / configs.
     let mut env_groups: Vec<Group> = Vec::new();
     for (run, facts) in &d.environments {
-        let facts: Vec<(String, String)> = facts.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let facts: Vec<(String, String)> =
+            facts.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         match env_groups.iter_mut().find(|g| g.facts == facts) {
             Some(g) => g.runs.push(run.clone()),
-            None => env_groups.push(Group { runs: vec![run.clone()], facts, text: None }),
+            None => env_groups.push(Group {
+                runs: vec![run.clone()],
+                facts,
+                text: None,
+            }),
         }
     }
     let mut cfg_groups: Vec<Group> = Vec::new();
     for (run, v) in &d.run_configs {
         let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
-        match cfg_groups.iter_mut().find(|g| g.text.as_deref() == Some(text.as_str())) {
+        match cfg_groups
+            .iter_mut()
+            .find(|g| g.text.as_deref() == Some(text.as_str()))
+        {
             Some(g) => g.runs.push(run.clone()),
-            None => cfg_groups.push(Group { runs: vec![run.clone()], facts: vec![], text: Some(text) }),
+            None => cfg_groups.push(Group {
+                runs: vec![run.clone()],
+                facts: vec![],
+                text: Some(text),
+            }),
         }
     }
 
@@ -626,7 +765,12 @@ fn provenance(r: &AnalysisResult) -> Provenance {
             v
         })
         .unwrap_or_default();
-    let step_timing = match (d.step_timing_available, d.preflight.as_ref().and_then(|p| p.step_timing_reason.clone())) {
+    let step_timing = match (
+        d.step_timing_available,
+        d.preflight
+            .as_ref()
+            .and_then(|p| p.step_timing_reason.clone()),
+    ) {
         (true, _) => "available (step-timing plugin records present)".to_owned(),
         (false, Some(r)) => format!("unavailable: {r}"),
         (false, None) => "unavailable".to_owned(),
@@ -636,7 +780,13 @@ fn provenance(r: &AnalysisResult) -> Provenance {
         .saturation_rate
         .iter()
         .map(|(c, v)| {
-            (c.clone(), v.map_or_else(|| "not saturated at any rate".to_owned(), |v| fmt::with_unit(v, "rps")))
+            (
+                c.clone(),
+                v.map_or_else(
+                    || "not saturated at any rate".to_owned(),
+                    |v| fmt::with_unit(v, "rps"),
+                ),
+            )
         })
         .collect();
     saturation_rates.sort_by_key(|(c, _)| super::config_rank(c));
@@ -645,9 +795,16 @@ fn provenance(r: &AnalysisResult) -> Provenance {
         command: format!("ctax report {} --out site/", shell_word(&root)),
         root,
         tool_version: s.tool_version.clone(),
-        schema_version: format!("summary {}, verdicts {}", s.schema_version, r.verdicts.schema_version),
+        schema_version: format!(
+            "summary {}, verdicts {}",
+            s.schema_version, r.verdicts.schema_version
+        ),
         dates,
-        hosts: if hosts.is_empty() { fmt::NA.to_owned() } else { hosts.join(", ") },
+        hosts: if hosts.is_empty() {
+            fmt::NA.to_owned()
+        } else {
+            hosts.join(", ")
+        },
         manifest: manifest_rows,
         environments: env_groups,
         run_configs: cfg_groups,
@@ -657,7 +814,10 @@ fn provenance(r: &AnalysisResult) -> Provenance {
         reference: vec![
             ("ref_safe".to_owned(), fmt::opt(rr.ref_safe, "rps")),
             ("ref_load".to_owned(), fmt::opt(rr.ref_load, "rps")),
-            ("configs considered".to_owned(), rr.configs_considered.join(", ")),
+            (
+                "configs considered".to_owned(),
+                rr.configs_considered.join(", "),
+            ),
         ],
         reference_notes: rr.notes.clone(),
         saturation_rates,
@@ -666,7 +826,10 @@ fn provenance(r: &AnalysisResult) -> Provenance {
 
 /// Quotes a path for a copy-pasteable command line when it needs it.
 fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
