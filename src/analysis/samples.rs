@@ -14,7 +14,9 @@ pub fn is_measured(r: &RequestRecord) -> bool {
     r.status == Status::Ok && !r.warmup
 }
 
-/// Measurement window of one launch of a cell: [start, end] ns.
+/// Measurement window of one launch of a cell: [start, end) ns. It spans the send slots of the
+/// measured requests: from the end of warm-up to one inter-arrival gap after the last scheduled
+/// send, so n sends at rate r give a window of exactly n/r seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
     pub start_ns: u64,
@@ -26,7 +28,7 @@ impl Window {
         self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
     }
     pub fn contains(&self, t: u64) -> bool {
-        t >= self.start_ns && t <= self.end_ns
+        t >= self.start_ns && t < self.end_ns
     }
 }
 
@@ -166,7 +168,7 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
             );
         }
     }
-    s.window = window(rc, &reqs);
+    s.window = window(rc, &reqs, reqs.first().map_or(1.0, |r| r.rate));
     (s.complete, s.incomplete_reason) = match &rc.health {
         Some(h) => (h.complete, h.incomplete_reason.clone()),
         None => (true, None),
@@ -227,14 +229,15 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
 }
 
 /// The measurement window: from the collector's summary when present, else from the
-/// schedule (first non-warm-up intended send → last intended send).
-fn window(rc: &RunCell, reqs: &[&RequestRecord]) -> Option<Window> {
+/// schedule (first non-warm-up intended send → one gap after the last intended send).
+fn window(rc: &RunCell, reqs: &[&RequestRecord], rate: f64) -> Option<Window> {
+    let gap = (1e9 / rate) as u64;
     if let Some(h) = &rc.health
         && h.t_last_send_ns > h.t_warmup_end_ns
     {
         return Some(Window {
             start_ns: h.t_warmup_end_ns,
-            end_ns: h.t_last_send_ns,
+            end_ns: h.t_last_send_ns + gap,
         });
     }
     let start = reqs
@@ -245,6 +248,6 @@ fn window(rc: &RunCell, reqs: &[&RequestRecord]) -> Option<Window> {
     let end = reqs.iter().map(|r| r.t_intended_ns).max()?;
     (end > start).then_some(Window {
         start_ns: start,
-        end_ns: end,
+        end_ns: end + gap,
     })
 }

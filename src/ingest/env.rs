@@ -1,5 +1,7 @@
-//! Facts from a run's `env.txt` (written by `tools/capture_env.sh`): `key: value` lines and the
-//! `pip freeze` section. Unknown lines are ignored; the first occurrence of a key wins.
+//! Facts from a run's `env.txt` (written by `tools/capture_env.sh`): `key: value` lines, keyed
+//! `<section>.<key>` inside a `== <section>` block (e.g. `vllm.version`, `vllm.git_sha`,
+//! `gpu.driver`, `gpu.gpu_0`), and `pkg:<name>` from the `pip freeze` lines. Unknown lines are
+//! ignored; the first occurrence of a key wins.
 
 use std::collections::BTreeMap;
 
@@ -19,8 +21,13 @@ pub const PACKAGES: [&str; 10] = [
 
 pub fn parse_env_txt(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
+    let mut section = String::new();
     for line in text.lines() {
         let line = line.trim();
+        if let Some(name) = line.strip_prefix("== ") {
+            section = name.trim().to_ascii_lowercase().replace(' ', "_");
+            continue;
+        }
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -40,8 +47,13 @@ pub fn parse_env_txt(text: &str) -> BTreeMap<String, String> {
                 && k.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ' ' | '-' | '.'));
             if key_ok && !v.is_empty() {
-                out.entry(k.to_ascii_lowercase().replace(' ', "_"))
-                    .or_insert_with(|| v.to_owned());
+                let k = k.to_ascii_lowercase().replace(' ', "_");
+                let k = if section.is_empty() {
+                    k
+                } else {
+                    format!("{section}.{k}")
+                };
+                out.entry(k).or_insert_with(|| v.to_owned());
             }
         }
     }
@@ -54,11 +66,16 @@ mod tests {
 
     #[test]
     fn parses_keys_and_packages() {
-        let t = "# env\nvllm_version: 0.26.0\nGPU: GPU 0: NVIDIA H200 (UUID: x)\ndriver: 580.1\n\
-                 == pip freeze ==\ntorch==2.11.0\nvllm==0.26.0\nnumpy==2.0\nGPU: second\n";
+        let t = "# env\nutc: 2026\n\n== python\nversion: 3.12.3\n\n== vllm\nversion: 0.26.0\ngit_sha: gffd\n\
+                 == gpu\nGPU 0: NVIDIA H200 (UUID: x)\ndriver: 580.1\n\
+                 == pip freeze\ntorch==2.11.0\nvllm==0.26.0\nnumpy==2.0\n";
         let m = parse_env_txt(t);
-        assert_eq!(m["vllm_version"], "0.26.0");
-        assert_eq!(m["gpu"], "GPU 0: NVIDIA H200 (UUID: x)");
+        assert_eq!(m["utc"], "2026");
+        assert_eq!(m["python.version"], "3.12.3");
+        assert_eq!(m["vllm.version"], "0.26.0");
+        assert_eq!(m["vllm.git_sha"], "gffd");
+        assert_eq!(m["gpu.gpu_0"], "NVIDIA H200 (UUID: x)");
+        assert_eq!(m["gpu.driver"], "580.1");
         assert_eq!(m["pkg:torch"], "2.11.0");
         assert_eq!(m["pkg:vllm"], "0.26.0");
         assert!(!m.contains_key("pkg:numpy"));

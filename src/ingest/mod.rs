@@ -175,7 +175,8 @@ pub fn parse_run_dir_name(name: &str) -> (String, u32) {
     (rest.to_owned(), 0)
 }
 
-fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
+/// Loads one run directory (with the warnings met).
+pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
     let dir_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

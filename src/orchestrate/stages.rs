@@ -20,3 +20,51 @@ pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
     write_json_atomic(&root.join("reference_rates.json"), &refs)?;
     Ok(refs)
 }
+
+/// After a launch: per-cell statistics of this run alone into its summary.json `stats`
+/// (1,000 resamples, no ITL: a quick look; `ctax analyze` gives the full statistics).
+pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
+    let (run, warnings) = crate::ingest::load_run(run_dir)?;
+    let ds = crate::ingest::Dataset {
+        root: run_dir.to_path_buf(),
+        runs: vec![run],
+        preflight: None,
+        reference_rates: None,
+        manifest: Vec::new(),
+        profile: None,
+        warnings,
+    };
+    let opts = AnalyzeOptions {
+        bootstrap: crate::stats::BootstrapConfig {
+            resamples: 1000,
+            ..Default::default()
+        },
+        skip_itl: true,
+    };
+    let (res, _) = analysis::analyze(&ds, &opts)?;
+    let path = run_dir.join("summary.json");
+    let mut summary: ctax_schema::RunSummary = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    summary.schema_version = ctax_schema::SCHEMA_VERSION;
+    for c in res.summary.cells {
+        let q = |x: &crate::analysis::model::Quantiles| serde_json::json!({"n": x.n, "p50": x.p50, "p90": x.p90, "p99": x.p99, "mean": x.mean});
+        summary.stats.insert(
+            format!("{}/{}", c.key.phase, c.key.cell),
+            serde_json::json!({
+                "counts": c.counts,
+                "ttft_ms": q(&c.ttft_ms),
+                "tpot_ms": q(&c.tpot_ms),
+                "e2e_ms": q(&c.e2e_ms),
+                "offered_rps": c.offered_rps,
+                "effective_rps": c.effective_rps,
+                "waiting_p50": c.waiting_p50,
+                "step_duration_us_p50": c.step.as_ref().and_then(|s| s.step_duration_us.p50),
+                "note": "quick per-run statistics (1,000 resamples); see analysis/summary.json",
+            }),
+        );
+    }
+    write_json_atomic(&path, &summary)?;
+    Ok(())
+}

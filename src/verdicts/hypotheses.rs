@@ -95,9 +95,11 @@ fn h2(ctx: &Ctx) -> Verdict {
             format!("gap {ci} is preserved and larger than the prior 5-10 pp")
         }
         VerdictKind::Supported => format!("gap {ci} preserved (>= 5 pp)"),
-        VerdictKind::Refuted => format!(
-            "gap {ci} shrank below 5 pp or inverted: the trace-replay gap was a coupling artifact"
-        ),
+        VerdictKind::Refuted => {
+            format!(
+                "gap {ci} shrank below 5 pp or inverted: the trace-replay gap was a coupling artifact"
+            )
+        }
         _ => format!("gap {ci} straddles 5 pp"),
     };
     d.finish(Some(e), v, reason, None)
@@ -148,14 +150,18 @@ fn h3(ctx: &Ctx) -> Verdict {
         Ok((e, cell)) => {
             let v = below(&e, H3_MAX_RATIO);
             let reason = match v {
-                VerdictKind::Supported => format!(
-                    "ratio {} < 0.5 at {cell}: the connector implementations carry most of the tax",
-                    num(&e)
-                ),
-                VerdictKind::Refuted => format!(
-                    "ratio {} >= 0.5 at {cell}: vLLM's connector framework alone carries half or more",
-                    num(&e)
-                ),
+                VerdictKind::Supported => {
+                    format!(
+                        "ratio {} < 0.5 at {cell}: the connector implementations carry most of the tax",
+                        num(&e)
+                    )
+                }
+                VerdictKind::Refuted => {
+                    format!(
+                        "ratio {} >= 0.5 at {cell}: vLLM's connector framework alone carries half or more",
+                        num(&e)
+                    )
+                }
                 _ => format!("ratio {} straddles 0.5 at {cell}", num(&e)),
             };
             d.finish(Some(e), v, reason, Some(h3_label(&e)))

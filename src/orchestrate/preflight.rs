@@ -1,0 +1,166 @@
+//! Stage 0 pre-flight: run each config's verify script (tools/verify_*.sh), read its decision
+//! (the last stdout line is a JSON object), and write `preflight/preflight_status.json`.
+//! A config in `profile.preflight.no_verify` is included without a verify launch.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use ctax_schema::{ManifestRow, PreflightEntry, PreflightStatus, SCHEMA_VERSION};
+use serde::Deserialize;
+
+use super::manifest;
+use super::server::unix_ms;
+
+#[derive(Debug, Deserialize)]
+struct Decision {
+    decision: String,
+    reason: Option<String>,
+    log: Option<String>,
+}
+
+/// Parses the verify script's last non-empty stdout line.
+fn parse_decision(stdout: &str) -> Option<Decision> {
+    let last = stdout.lines().rev().find(|l| !l.trim().is_empty())?;
+    serde_json::from_str(last.trim()).ok()
+}
+
+/// Runs the pre-flight for every config of the profile; returns the status (also written).
+pub fn run(
+    root: &Path,
+    repo: &Path,
+    profile: &super::profile::Profile,
+    env: &[(String, String)],
+    existing: Option<PreflightStatus>,
+) -> anyhow::Result<PreflightStatus> {
+    let dir = root.join("preflight");
+    std::fs::create_dir_all(&dir)?;
+    let mut status = existing.unwrap_or(PreflightStatus {
+        schema_version: SCHEMA_VERSION,
+        ..Default::default()
+    });
+    for config in &profile.configs {
+        if super::signals::interrupted() {
+            anyhow::bail!("interrupted during pre-flight");
+        }
+        if status.configs.contains_key(config) {
+            eprintln!(
+                "[ctax] pre-flight {config}: already decided ({}), kept",
+                status.configs[config].decision
+            );
+            continue;
+        }
+        let t0 = Instant::now();
+        let started = unix_ms();
+        let entry = if profile.preflight.no_verify.contains(config) {
+            PreflightEntry {
+                decision: "include".into(),
+                reason: Some(
+                    "included without a verify launch (profile preflight.no_verify)".into(),
+                ),
+                log: None,
+                checked_unix_ms: Some(started),
+            }
+        } else {
+            let script = profile
+                .preflight
+                .scripts
+                .get(config)
+                .map(|s| repo.join(s))
+                .unwrap_or_else(|| repo.join("tools/verify_config.sh"));
+            let mut cmd = Command::new("timeout");
+            cmd.arg(format!("{}", profile.preflight.timeout_s.ceil() as u64))
+                .arg("bash")
+                .arg(&script);
+            if !profile.preflight.scripts.contains_key(config) {
+                cmd.arg(config);
+            }
+            eprintln!("[ctax] pre-flight {config}: {}", script.display());
+            let out = cmd
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env("CTAX_PREFLIGHT_DIR", &dir)
+                .env(
+                    "CTAX_VERIFY_STARTUP_TIMEOUT",
+                    format!("{}", profile.server.startup_timeout_s),
+                )
+                .stdin(Stdio::null())
+                .stderr(Stdio::inherit())
+                .output()?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            match parse_decision(&stdout) {
+                Some(d) if d.decision == "include" || d.decision == "skip" => PreflightEntry {
+                    decision: d.decision,
+                    reason: d.reason,
+                    log: d.log,
+                    checked_unix_ms: Some(started),
+                },
+                Some(d) => anyhow::bail!(
+                    "pre-flight {config}: {} did not give a verdict ({}: {})",
+                    script.display(),
+                    d.decision,
+                    d.reason.unwrap_or_default()
+                ),
+                None => PreflightEntry {
+                    decision: "skip".into(),
+                    reason: Some(format!(
+                        "verify script exited {} without a decision line (timeout {} s?); stdout tail: {}",
+                        out.status,
+                        profile.preflight.timeout_s,
+                        stdout.lines().rev().take(3).collect::<Vec<_>>().join(" / ")
+                    )),
+                    log: None,
+                    checked_unix_ms: Some(started),
+                },
+            }
+        };
+        eprintln!(
+            "[ctax] pre-flight {config}: {} {}",
+            entry.decision,
+            entry.reason.as_deref().unwrap_or("")
+        );
+        manifest::append(
+            root,
+            &ManifestRow {
+                date_utc: manifest::utc(started),
+                stage: "0 pre-flight".into(),
+                config: config.clone(),
+                launch: 0,
+                run_dir: entry.log.as_ref().map(|l| format!("preflight/{l}")),
+                status: entry.decision.clone(),
+                reason: entry.reason.clone(),
+                vllm_version: None,
+                vllm_git_sha: None,
+                connector_versions: Default::default(),
+                gpu: None,
+                launch_command: None,
+                step_timing_active: None,
+                started_unix_ms: started,
+                duration_s: t0.elapsed().as_secs_f64(),
+                host: hostname(),
+            },
+        )?;
+        status.configs.insert(config.clone(), entry);
+        crate::fsutil::write_json_atomic(&dir.join("preflight_status.json"), &status)?;
+    }
+    crate::fsutil::write_json_atomic(&dir.join("preflight_status.json"), &status)?;
+    Ok(status)
+}
+
+pub fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decision_is_the_last_json_line() {
+        let d = parse_decision("noise\n{\"config\":\"x\",\"decision\":\"skip\",\"reason\":\"No module named 'nixl'\",\"log\":\"verify_x.log\",\"seconds\":0.1}\n\n").unwrap();
+        assert_eq!(d.decision, "skip");
+        assert_eq!(d.reason.as_deref(), Some("No module named 'nixl'"));
+        assert!(parse_decision("no json here").is_none());
+    }
+}
