@@ -33,9 +33,16 @@ fn script() -> PathBuf {
 
 /// Runs browser_check.py; `Ok(false)` when Chromium is missing (already reported).
 fn check(args: &[&str]) -> Result<bool, String> {
-    let out =
-        Command::new("python3").arg(script()).args(args).output().map_err(|e| format!("cannot run python3: {e}"))?;
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("python3")
+        .arg(script())
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     match out.status.code() {
         Some(0) => {
             eprintln!("{}", text.lines().last().unwrap_or(""));
@@ -69,18 +76,31 @@ fn report_opens_cleanly_in_headless_chromium() {
         let site = shots.join(name).join("site");
         let _ = std::fs::remove_dir_all(&site);
         let rendered = report::render(&result, &site).expect("render");
-        let drawn: Vec<String> =
-            rendered.figures.iter().filter(|f| f.file.is_some()).map(|f| f.number.to_string()).collect();
+        let drawn: Vec<String> = rendered
+            .figures
+            .iter()
+            .filter(|f| f.file.is_some())
+            .map(|f| f.number.to_string())
+            .collect();
         let png = shots.join(format!("{name}.png"));
         let figs = shots.join(name).join("figures-png");
         let expect = drawn.join(",");
-        let mut args = vec![site.to_str().unwrap(), "--screenshot", png.to_str().unwrap(), "--expect-svg", &expect];
+        let mut args = vec![
+            site.to_str().unwrap(),
+            "--screenshot",
+            png.to_str().unwrap(),
+            "--expect-svg",
+            &expect,
+        ];
         if name == "full" || name == "degraded" {
             args.extend(["--shots-dir", figs.to_str().unwrap()]);
         }
         match check(&args) {
             Ok(true) => {
-                assert!(std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000), "{name}: no screenshot");
+                assert!(
+                    std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+                    "{name}: no screenshot"
+                );
                 eprintln!("{name}: screenshot {}", png.display());
             }
             Ok(false) => return,

@@ -35,7 +35,8 @@ struct Out {
 
 impl Out {
     fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.root.join(rel)).unwrap_or_else(|e| panic!("reading {rel}: {e}"))
+        std::fs::read_to_string(self.root.join(rel))
+            .unwrap_or_else(|e| panic!("reading {rel}: {e}"))
     }
     fn html(&self) -> String {
         self.read("index.html")
@@ -49,7 +50,11 @@ fn render(r: &AnalysisResult) -> Out {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("site");
     let rendered = report::render(r, &root).expect("render");
-    Out { _dir: dir, root, rendered }
+    Out {
+        _dir: dir,
+        root,
+        rendered,
+    }
 }
 
 /// All files under `root`, relative path → bytes.
@@ -79,18 +84,34 @@ fn check_xml(name: &str, s: &str) {
     while i < b.len() {
         match b[i] {
             b'<' => {
-                let end = s[i..].find('>').map(|e| i + e).unwrap_or_else(|| panic!("{name}: unclosed tag at {i}"));
+                let end = s[i..]
+                    .find('>')
+                    .map(|e| i + e)
+                    .unwrap_or_else(|| panic!("{name}: unclosed tag at {i}"));
                 let tag = &s[i + 1..end];
-                assert!(!tag.contains('<'), "{name}: '<' inside a tag at {i}: {tag:.80}");
+                assert!(
+                    !tag.contains('<'),
+                    "{name}: '<' inside a tag at {i}: {tag:.80}"
+                );
                 if let Some(close) = tag.strip_prefix('/') {
-                    let open = stack.pop().unwrap_or_else(|| panic!("{name}: stray </{close}>"));
+                    let open = stack
+                        .pop()
+                        .unwrap_or_else(|| panic!("{name}: stray </{close}>"));
                     assert_eq!(open, close.trim(), "{name}: mismatched tags");
                 } else if !tag.starts_with('?') && !tag.starts_with('!') {
-                    let tname: String = tag.chars().take_while(|c| !c.is_whitespace() && *c != '/').collect();
+                    let tname: String = tag
+                        .chars()
+                        .take_while(|c| !c.is_whitespace() && *c != '/')
+                        .collect();
                     // Attribute values: quotes balanced, no raw '&' that is not an entity.
-                    assert_eq!(tag.matches('"').count() % 2, 0, "{name}: unbalanced quotes in <{tag:.80}>");
+                    assert_eq!(
+                        tag.matches('"').count() % 2,
+                        0,
+                        "{name}: unbalanced quotes in <{tag:.80}>"
+                    );
                     check_amp(name, tag);
-                    let void = ["br", "hr", "img", "meta", "link", "input", "wbr"].contains(&tname.as_str());
+                    let void = ["br", "hr", "img", "meta", "link", "input", "wbr"]
+                        .contains(&tname.as_str());
                     if !tag.ends_with('/') && !void {
                         stack.push(tname);
                     }
@@ -114,13 +135,25 @@ fn check_amp(name: &str, text: &str) {
         let ok = rest.len() > ent.len()
             && rest.as_bytes()[ent.len()] == b';'
             && ((!ent.is_empty() && ent.chars().all(|c| c.is_ascii_alphabetic()))
-                || (ent.len() > 1 && ent.starts_with('#') && ent[1..].chars().all(|c| c.is_ascii_alphanumeric())));
+                || (ent.len() > 1
+                    && ent.starts_with('#')
+                    && ent[1..].chars().all(|c| c.is_ascii_alphanumeric())));
         assert!(ok, "{name}: bare '&' in {text:.120}");
     }
 }
 
 fn count_shapes(svg: &str) -> usize {
-    ["<path", "<rect", "<circle", "<polyline", "<polygon", "<line"].iter().map(|t| svg.matches(t).count()).sum()
+    [
+        "<path",
+        "<rect",
+        "<circle",
+        "<polyline",
+        "<polygon",
+        "<line",
+    ]
+    .iter()
+    .map(|t| svg.matches(t).count())
+    .sum()
 }
 
 #[test]
@@ -129,12 +162,23 @@ fn writes_every_file_and_figures_are_real_svg() {
     assert!(out.root.join("index.html").is_file());
     assert!(out.root.join("report.md").is_file());
     assert_eq!(out.rendered.figures.len(), 8);
-    assert_eq!(out.rendered.dropped().count(), 0, "{:?}", out.rendered.figures);
+    assert_eq!(
+        out.rendered.dropped().count(),
+        0,
+        "{:?}",
+        out.rendered.figures
+    );
     for slug in FIGS {
         let rel = format!("figures/{slug}.svg");
         let svg = out.read(&rel);
-        assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"), "{rel}: not an SVG document");
-        assert!(svg.contains("xmlns=\"http://www.w3.org/2000/svg\""), "{rel}: no namespace");
+        assert!(
+            svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"),
+            "{rel}: not an SVG document"
+        );
+        assert!(
+            svg.contains("xmlns=\"http://www.w3.org/2000/svg\""),
+            "{rel}: no namespace"
+        );
         check_xml(&rel, &svg);
         let shapes = count_shapes(&svg);
         assert!(shapes > 40, "{rel}: only {shapes} shapes");
@@ -169,11 +213,21 @@ fn anchors_exist_exactly_once_and_links_resolve() {
         for (k, _) in html.match_indices("href=\"#") {
             let rest = &html[k + 7..];
             let id = &rest[..rest.find('"').unwrap()];
-            assert!(html.contains(&format!("id=\"{id}\"")), "link #{id} does not resolve");
+            assert!(
+                html.contains(&format!("id=\"{id}\"")),
+                "link #{id} does not resolve"
+            );
         }
         let md = out.md();
-        for id in anchors().iter().filter(|a| a.starts_with('h') || a.starts_with("sc") || a.starts_with("fig")) {
-            assert_eq!(md.matches(&format!("<a id=\"{id}\"></a>")).count(), 1, "report.md anchor {id}");
+        for id in anchors()
+            .iter()
+            .filter(|a| a.starts_with('h') || a.starts_with("sc") || a.starts_with("fig"))
+        {
+            assert_eq!(
+                md.matches(&format!("<a id=\"{id}\"></a>")).count(),
+                1,
+                "report.md anchor {id}"
+            );
         }
     }
 }
@@ -227,8 +281,15 @@ fn same_input_gives_byte_identical_output() {
         serde_json::from_str(&serde_json::to_string(&r.summary).unwrap()).unwrap();
     let verdicts: connector_tax::analysis::model::Verdicts =
         serde_json::from_str(&serde_json::to_string(&r.verdicts).unwrap()).unwrap();
-    let c = render(&AnalysisResult { summary, verdicts, step_ecdf: r.step_ecdf.clone() });
-    assert!(sa == snapshot(&c.root), "JSON round trip changed the output");
+    let c = render(&AnalysisResult {
+        summary,
+        verdicts,
+        step_ecdf: r.step_ecdf.clone(),
+    });
+    assert!(
+        sa == snapshot(&c.root),
+        "JSON round trip changed the output"
+    );
     // Degraded input is deterministic as well.
     let d = fixture::degraded_result();
     assert!(snapshot(&render(&d).root) == snapshot(&render(&d).root));
@@ -247,18 +308,31 @@ fn no_step_timing_replaces_figures_6_and_7_with_a_note() {
     assert!(fig6[..fig6.find("</figure>").unwrap()].contains("not drawn"));
     let md = out.md();
     assert!(md.contains("Step timing unavailable"));
-    assert!(!md.contains("figures/fig6_step_cdf.svg") && !md.contains("figures/fig7_decomposition.svg"));
+    assert!(
+        !md.contains("figures/fig6_step_cdf.svg") && !md.contains("figures/fig7_decomposition.svg")
+    );
 }
 
 #[test]
 fn missing_noop_drops_figure_7_with_the_reason() {
-    let r = fixture::without_config(fixture::demo_result(), "noop_connector", "verify_noop_connector: import failed");
+    let r = fixture::without_config(
+        fixture::demo_result(),
+        "noop_connector",
+        "verify_noop_connector: import failed",
+    );
     let out = render(&r);
-    let dropped: Vec<(u8, String)> =
-        out.rendered.dropped().map(|f| (f.number, f.note.clone().unwrap_or_default())).collect();
+    let dropped: Vec<(u8, String)> = out
+        .rendered
+        .dropped()
+        .map(|f| (f.number, f.note.clone().unwrap_or_default()))
+        .collect();
     assert_eq!(dropped.len(), 1, "{dropped:?}");
     assert_eq!(dropped[0].0, 7);
-    assert!(dropped[0].1.contains("noop_connector did not run (verify_noop_connector: import failed)"));
+    assert!(
+        dropped[0]
+            .1
+            .contains("noop_connector did not run (verify_noop_connector: import failed)")
+    );
     let html = out.html();
     assert!(html.contains("noop_connector did not run"));
     assert!(html.contains("id=\"skipped\""), "skipped configs table");
@@ -276,7 +350,9 @@ fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
     let dropped: Vec<u8> = out.rendered.dropped().map(|f| f.number).collect();
     assert_eq!(dropped, [8]);
     let html = out.html();
-    assert!(html.contains("multi_mooncake_lmcache (skipped: verify_multi_connector: engine crashed)"));
+    assert!(
+        html.contains("multi_mooncake_lmcache (skipped: verify_multi_connector: engine crashed)")
+    );
     let skipped = &html[html.find("id=\"skipped\"").unwrap()..];
     assert!(skipped.contains("multi_mooncake_lmcache") && skipped.contains("engine crashed"));
 
@@ -285,7 +361,10 @@ fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
     assert_eq!(dropped, [6, 7]);
     let html = d.html();
     for c in ["noop_connector", "mooncake_consumer"] {
-        assert!(html[html.find("id=\"skipped\"").unwrap()..].contains(c), "{c} not listed as skipped");
+        assert!(
+            html[html.find("id=\"skipped\"").unwrap()..].contains(c),
+            "{c} not listed as skipped"
+        );
     }
     // Incomplete cells are flagged, their server error text escaped.
     assert!(html.contains("class=\"flag\""));
@@ -302,7 +381,10 @@ fn stale_figures_are_removed_on_rerender() {
     report::render(&fixture::degraded_result(), &root).unwrap();
     assert!(!root.join("figures/fig6_step_cdf.svg").exists());
     assert!(!root.join("figures/fig7_decomposition.svg").exists());
-    assert!(root.join("figures/notes.txt").exists(), "files the renderer does not own are kept");
+    assert!(
+        root.join("figures/notes.txt").exists(),
+        "files the renderer does not own are kept"
+    );
 }
 
 #[test]
@@ -323,17 +405,27 @@ fn page_is_self_contained() {
     let html = out.html();
     // The SVG namespace is the one URL allowed (it is an identifier, never fetched).
     let stripped = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
-    for bad in
-        ["<script", "<link", "<img", "<iframe", "<object", "<embed", "src=", "http://", "https://", "@import", "url("]
-    {
+    for bad in [
+        "<script", "<link", "<img", "<iframe", "<object", "<embed", "src=", "http://", "https://",
+        "@import", "url(",
+    ] {
         assert!(!stripped.contains(bad), "index.html contains {bad}");
     }
     assert!(html.contains("<style>"), "CSS is inline");
     assert_eq!(html.matches("<svg ").count(), 8, "every figure inlined");
 }
 
-const HOSTILE_RAW: [&str; 9] =
-    ["<script", "</script", "<img", "<b>", "</td><script", "</pre><script", "<html>", "onerror=", "javascript:alert"];
+const HOSTILE_RAW: [&str; 9] = [
+    "<script",
+    "</script",
+    "<img",
+    "<b>",
+    "</td><script",
+    "</pre><script",
+    "<html>",
+    "onerror=",
+    "javascript:alert",
+];
 
 #[test]
 fn data_strings_are_escaped_everywhere() {
@@ -342,13 +434,22 @@ fn data_strings_are_escaped_everywhere() {
     let html = out.html();
     let md = out.md();
     // HTML: the page holds no script at all, so any "<script" would be injected.
-    for bad in HOSTILE_RAW.iter().filter(|b| **b != "onerror=" && **b != "javascript:alert") {
+    for bad in HOSTILE_RAW
+        .iter()
+        .filter(|b| **b != "onerror=" && **b != "javascript:alert")
+    {
         assert!(!html.contains(bad), "index.html contains raw {bad}");
     }
     assert!(!html.contains("<img src=x"), "raw attribute injection");
     // askama escapes with numeric entities; plotters' SVG text with named ones.
-    assert!(html.contains("&#60;script&#62;alert(1)&#60;/script&#62;&#38;&#34;x|y"), "escaped config name in tables");
-    assert!(html.contains("&lt;script&gt;alert(1)&lt;/scr"), "escaped config name in the SVG legend");
+    assert!(
+        html.contains("&#60;script&#62;alert(1)&#60;/script&#62;&#38;&#34;x|y"),
+        "escaped config name in tables"
+    );
+    assert!(
+        html.contains("&lt;script&gt;alert(1)&lt;/scr"),
+        "escaped config name in the SVG legend"
+    );
     check_xml("hostile index.html body", body(&html));
     for f in out.rendered.figures.iter().filter_map(|f| f.file.as_ref()) {
         let svg = std::fs::read_to_string(f).unwrap();
@@ -360,10 +461,16 @@ fn data_strings_are_escaped_everywhere() {
     // Markdown: no raw HTML from data outside code blocks (inside them it is literal text),
     // and tables keep their column count.
     let prose = strip_fences(&md);
-    for bad in HOSTILE_RAW.iter().filter(|b| **b != "onerror=" && **b != "javascript:alert") {
+    for bad in HOSTILE_RAW
+        .iter()
+        .filter(|b| **b != "onerror=" && **b != "javascript:alert")
+    {
         assert!(!prose.contains(bad), "report.md contains raw {bad}");
     }
-    assert!(md.contains("&lt;script&gt;alert\\(1\\)&lt;/script&gt;&amp;&quot;x\\|y"), "escaped name in report.md");
+    assert!(
+        md.contains("&lt;script&gt;alert\\(1\\)&lt;/script&gt;&amp;&quot;x\\|y"),
+        "escaped name in report.md"
+    );
     check_md_tables(&md);
     check_md_html(&md);
 }
@@ -376,7 +483,9 @@ fn strip_fences(md: &str) -> String {
         let ticks: String = line.chars().take_while(|c| *c == '`').collect();
         match &fence {
             None if ticks.len() >= 3 => fence = Some(ticks),
-            Some(f) if ticks.len() >= f.len() && line.trim_start_matches('`').trim().is_empty() => fence = None,
+            Some(f) if ticks.len() >= f.len() && line.trim_start_matches('`').trim().is_empty() => {
+                fence = None
+            }
             None => {
                 out.push_str(line);
                 out.push('\n');
@@ -391,7 +500,9 @@ fn strip_fences(md: &str) -> String {
 fn check_md_tables(md: &str) {
     let cols = |line: &str| {
         let b = line.as_bytes();
-        (0..b.len()).filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\')).count()
+        (0..b.len())
+            .filter(|&i| b[i] == b'|' && (i == 0 || b[i - 1] != b'\\'))
+            .count()
     };
     let mut header: Option<usize> = None;
     for line in strip_fences(md).lines() {
@@ -417,7 +528,9 @@ fn check_md_html(md: &str) {
             let ok = open.is_empty()
                 || (open.starts_with("<a id=\"")
                     && open.ends_with("\">")
-                    && open[7..open.len() - 2].chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+                    && open[7..open.len() - 2]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-'));
             assert!(ok, "raw HTML in report.md: {h}");
         }
     }
@@ -430,11 +543,20 @@ fn markdown_twin_is_clean_and_links_figures() {
     check_md_tables(&md);
     check_md_html(&md);
     for slug in FIGS {
-        assert!(md.contains(&format!("](figures/{slug}.svg)")), "report.md does not link {slug}");
+        assert!(
+            md.contains(&format!("](figures/{slug}.svg)")),
+            "report.md does not link {slug}"
+        );
     }
     assert!(md.ends_with("|\n") || md.ends_with('\n'));
     assert!(!md.contains(" \n"), "trailing spaces");
-    for s in ["## Conventions", "## Provenance", "### Hypotheses", "### Success criteria", "vllm bench serve"] {
+    for s in [
+        "## Conventions",
+        "## Provenance",
+        "### Hypotheses",
+        "### Success criteria",
+        "vllm bench serve",
+    ] {
         assert!(md.contains(s), "report.md lacks {s}");
     }
 }
@@ -443,7 +565,8 @@ fn markdown_twin_is_clean_and_links_figures() {
 fn conventions_and_provenance_are_reported() {
     let out = render(&fixture::demo_result());
     let html = out.html();
-    let conv = &html[html.find("id=\"conventions\"").unwrap()..html.find("id=\"warnings\"").unwrap()];
+    let conv =
+        &html[html.find("id=\"conventions\"").unwrap()..html.find("id=\"warnings\"").unwrap()];
     for s in [
         "vllm bench serve",
         "Percentile estimator",

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use ctax_schema::{Cell, ManifestRow, Phase, PreflightEntry, PreflightStatus, ReferenceRates};
 
 use crate::analysis::model::{
-    AnalysisResult, AnalysisSummary, CANONICAL_CONFIGS, CellKey, CellStats, Conventions, Counts, Criterion,
-    DatasetInfo, Detection, Estimate, Quantiles, Saturation, StepStats, Tax, TaxContext, TaxValue, Verdict,
-    VerdictKind, Verdicts,
+    AnalysisResult, AnalysisSummary, CANONICAL_CONFIGS, CellKey, CellStats, Conventions, Counts,
+    Criterion, DatasetInfo, Detection, Estimate, Quantiles, Saturation, StepStats, Tax, TaxContext,
+    TaxValue, Verdict, VerdictKind, Verdicts,
 };
 use crate::stats::BootstrapConfig;
 
@@ -64,11 +64,17 @@ impl Rng {
 }
 
 fn seed_of(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn est(x: f64, rel_half_width: f64) -> Estimate {
-    Estimate { est: x, lo: Some(x * (1.0 - rel_half_width)), hi: Some(x * (1.0 + rel_half_width)) }
+    Estimate {
+        est: x,
+        lo: Some(x * (1.0 - rel_half_width)),
+        hi: Some(x * (1.0 + rel_half_width)),
+    }
 }
 
 fn quantiles(n: u64, p50: f64, p90: f64, p99: f64, rel: f64) -> Quantiles {
@@ -92,7 +98,11 @@ fn ttft_base_ms(input: u32) -> f64 {
 
 /// Queue inflation of TTFT at utilisation `rho` (overload grows linearly).
 fn queue_factor(rho: f64) -> f64 {
-    if rho < 0.95 { 1.0 + 0.2 * rho / (1.0 - rho) } else { 8.0 + 30.0 * (rho - 1.0).max(0.0) }
+    if rho < 0.95 {
+        1.0 + 0.2 * rho / (1.0 - rho)
+    } else {
+        8.0 + 30.0 * (rho - 1.0).max(0.0)
+    }
 }
 
 struct CellSpec<'a> {
@@ -110,16 +120,27 @@ fn make_cell(s: &CellSpec<'_>, with_steps: bool) -> CellStats {
     let (ttft_tax, tpot_tax, cap, step_over) = params(s.config);
     let cap = cap * (4096.0 / s.input as f64).powf(0.35) * (256.0 / s.output as f64).powf(0.15);
     let rho = s.rate / cap;
-    let mut rng = Rng::new(seed_of(&format!("{}/{:?}/{}/{}/{}", s.config, s.phase, s.rate, s.input, s.output)));
+    let mut rng = Rng::new(seed_of(&format!(
+        "{}/{:?}/{}/{}/{}",
+        s.config, s.phase, s.rate, s.input, s.output
+    )));
     let jitter = 1.0 + 0.015 * rng.normal();
-    let ttft90 = ttft_base_ms(s.input) * (1.0 + ttft_tax + s.shape_ttft) * queue_factor(rho) * jitter;
-    let tpot90 = 27.5 * (1.0 + tpot_tax + s.shape_tpot) * (1.0 + 0.45 * rho.min(1.25)) * (1.0 + 0.01 * rng.normal());
+    let ttft90 =
+        ttft_base_ms(s.input) * (1.0 + ttft_tax + s.shape_ttft) * queue_factor(rho) * jitter;
+    let tpot90 = 27.5
+        * (1.0 + tpot_tax + s.shape_tpot)
+        * (1.0 + 0.45 * rho.min(1.25))
+        * (1.0 + 0.01 * rng.normal());
     let duration = (200.0 / s.rate).max(60.0);
     let effective = s.rate.min(cap) * (1.0 - 0.004 * rng.unit());
     let n_ok = (effective * duration).round() as u64;
     let rel = 0.09 * (200.0 / n_ok.max(1) as f64).sqrt() * if rho > 0.95 { 2.0 } else { 1.0 };
     let overloaded = rho >= 1.0;
-    let dropped = if overloaded { ((s.rate - cap) * duration * 0.2).round() as u64 } else { 0 };
+    let dropped = if overloaded {
+        ((s.rate - cap) * duration * 0.2).round() as u64
+    } else {
+        0
+    };
     let waiting = if rho < 0.8 {
         0.0
     } else if rho < 1.0 {
@@ -127,7 +148,12 @@ fn make_cell(s: &CellSpec<'_>, with_steps: bool) -> CellStats {
     } else {
         40.0 * (rho - 1.0) + 3.0
     };
-    let name = Cell { rate: s.rate, input_len: s.input, output_len: s.output }.name();
+    let name = Cell {
+        rate: s.rate,
+        input_len: s.input,
+        output_len: s.output,
+    }
+    .name();
     let step = with_steps.then(|| {
         let base = 11_800.0 * (1.0 + 0.3 * rho.min(1.2));
         StepStats {
@@ -140,7 +166,13 @@ fn make_cell(s: &CellSpec<'_>, with_steps: bool) -> CellStats {
                 0.02,
             ),
             schedule_us: quantiles((duration * 70.0) as u64, 420.0, 610.0, 980.0, 0.03),
-            build_meta_us: quantiles((duration * 70.0) as u64, step_over * 0.2, step_over * 0.3, step_over * 0.5, 0.05),
+            build_meta_us: quantiles(
+                (duration * 70.0) as u64,
+                step_over * 0.2,
+                step_over * 0.3,
+                step_over * 0.5,
+                0.05,
+            ),
             get_finished_us: quantiles(
                 (duration * 70.0) as u64,
                 step_over * 0.1,
@@ -165,7 +197,11 @@ fn make_cell(s: &CellSpec<'_>, with_steps: bool) -> CellStats {
         }
     });
     CellStats {
-        key: CellKey { config: s.config.to_owned(), phase: s.phase, cell: name },
+        key: CellKey {
+            config: s.config.to_owned(),
+            phase: s.phase,
+            cell: name,
+        },
         launch: None,
         launches: vec![if s.phase == Phase::A { 0 } else { 1 }],
         rate: s.rate,
@@ -190,7 +226,13 @@ fn make_cell(s: &CellSpec<'_>, with_steps: bool) -> CellStats {
             (ttft90 + s.output as f64 * tpot90) * 1.2,
             rel,
         ),
-        itl_ms: quantiles(n_ok * s.output as u64, tpot90 * 0.8, tpot90 * 1.05, tpot90 * 1.9, 0.02),
+        itl_ms: quantiles(
+            n_ok * s.output as u64,
+            tpot90 * 0.8,
+            tpot90 * 1.05,
+            tpot90 * 1.9,
+            0.02,
+        ),
         offered_rps: s.rate,
         effective_rps: Some(effective),
         achieved_send_rps: Some(s.rate * (1.0 - 0.0005 * rng.unit())),
@@ -206,14 +248,26 @@ fn make_cell(s: &CellSpec<'_>, with_steps: bool) -> CellStats {
 
 /// Fills `saturation` of the Phase A cells of one config with the seed's three criteria.
 fn apply_saturation(cells: &mut [CellStats]) -> Option<f64> {
-    let p90s: Vec<(f64, f64)> =
-        cells.iter().map(|c| (c.rate, c.ttft_ms.p90.map(|e| e.est).unwrap_or(f64::NAN))).collect();
+    let p90s: Vec<(f64, f64)> = cells
+        .iter()
+        .map(|c| (c.rate, c.ttft_ms.p90.map(|e| e.est).unwrap_or(f64::NAN)))
+        .collect();
     let mut sat_rate = None;
     for c in cells.iter_mut() {
         let ratio = c.effective_rps.unwrap_or(0.0) / c.offered_rps;
-        let throughput = Criterion { value: Some(ratio), threshold: 0.95, fired: ratio < 0.95, note: None };
+        let throughput = Criterion {
+            value: Some(ratio),
+            threshold: 0.95,
+            fired: ratio < 0.95,
+            note: None,
+        };
         let w = c.waiting_p50.unwrap_or(0.0);
-        let queue = Criterion { value: Some(w), threshold: 1.0, fired: w > 1.0, note: None };
+        let queue = Criterion {
+            value: Some(w),
+            threshold: 1.0,
+            fired: w > 1.0,
+            note: None,
+        };
         let half = p90s.iter().find(|(r, _)| (*r - c.rate / 2.0).abs() < 1e-9);
         let ttft_growth = match half {
             Some((r, lower)) => {
@@ -236,7 +290,13 @@ fn apply_saturation(cells: &mut [CellStats]) -> Option<f64> {
         if any && sat_rate.is_none() {
             sat_rate = Some(c.rate);
         }
-        c.saturation = Some(Saturation { throughput, queue, ttft_growth, any, saturated: false });
+        c.saturation = Some(Saturation {
+            throughput,
+            queue,
+            ttft_growth,
+            any,
+            saturated: false,
+        });
     }
     if let Some(s) = sat_rate {
         for c in cells.iter_mut() {
@@ -255,8 +315,16 @@ fn ratio_tax(x: Option<&Estimate>, plain: Option<&Estimate>, unit_rel: f64) -> O
     let w = unit_rel.max(0.005)
         + ((x.hi.unwrap_or(x.est) - x.lo.unwrap_or(x.est)) / x.est).abs() * 0.35
         + ((p.hi.unwrap_or(p.est) - p.lo.unwrap_or(p.est)) / p.est).abs() * 0.35;
-    let value = Estimate { est: t, lo: Some(t - w), hi: Some(t + w) };
-    Some(TaxValue { value, unit: "fraction".to_owned(), detection: detection(&value) })
+    let value = Estimate {
+        est: t,
+        lo: Some(t - w),
+        hi: Some(t + w),
+    };
+    Some(TaxValue {
+        value,
+        unit: "fraction".to_owned(),
+        detection: detection(&value),
+    })
 }
 
 fn detection(e: &Estimate) -> Detection {
@@ -269,8 +337,16 @@ fn detection(e: &Estimate) -> Detection {
 }
 
 fn us_tax(v: f64, half: f64) -> TaxValue {
-    let value = Estimate { est: v, lo: Some(v - half), hi: Some(v + half) };
-    TaxValue { value, unit: "us".to_owned(), detection: detection(&value) }
+    let value = Estimate {
+        est: v,
+        lo: Some(v - half),
+        hi: Some(v + half),
+    };
+    TaxValue {
+        value,
+        unit: "us".to_owned(),
+        detection: detection(&value),
+    }
 }
 
 fn make_tax(x: &CellStats, plain: &CellStats, context: TaxContext) -> Tax {
@@ -278,7 +354,8 @@ fn make_tax(x: &CellStats, plain: &CellStats, context: TaxContext) -> Tax {
         (Some(sx), Some(sp)) => Some((sx, sp)),
         _ => None,
     };
-    let step_tax = step.and_then(|(sx, sp)| Some(sx.step_duration_us.p50?.est - sp.step_duration_us.p50?.est));
+    let step_tax =
+        step.and_then(|(sx, sp)| Some(sx.step_duration_us.p50?.est - sp.step_duration_us.p50?.est));
     let cb = step.and_then(|(sx, _)| sx.connector_total_us.p50.map(|e| e.est));
     Tax {
         config: x.key.config.clone(),
@@ -357,21 +434,29 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
     let lm = tax_est(taxes, "lmcache_only");
     let multi = tax_est(taxes, "multi_mooncake_lmcache");
     let gap = match (nx, mb) {
-        (Some(n), Some(m)) => {
-            Some(Estimate { est: n.est - m.est, lo: Some(n.est - m.est - 0.09), hi: Some(n.est - m.est + 0.08) })
-        }
+        (Some(n), Some(m)) => Some(Estimate {
+            est: n.est - m.est,
+            lo: Some(n.est - m.est - 0.09),
+            hi: Some(n.est - m.est + 0.08),
+        }),
         _ => None,
     };
     let share = match (noop, mb) {
-        (Some(n), Some(m)) => {
-            Some(Estimate { est: n.est / m.est, lo: Some(n.est / m.est - 0.12), hi: Some(n.est / m.est + 0.13) })
-        }
+        (Some(n), Some(m)) => Some(Estimate {
+            est: n.est / m.est,
+            lo: Some(n.est / m.est - 0.12),
+            hi: Some(n.est / m.est + 0.13),
+        }),
         _ => None,
     };
     let add = match (multi, mb, lm) {
         (Some(x), Some(a), Some(b)) => {
             let d = (x.est - (a.est + b.est)).abs() / x.est;
-            Some(Estimate { est: d, lo: Some(d - 0.05), hi: Some(d + 0.06) })
+            Some(Estimate {
+                est: d,
+                lo: Some(d - 0.05),
+                hi: Some(d + 0.06),
+            })
         }
         _ => None,
     };
@@ -384,8 +469,16 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             mb,
             "fraction",
             "tax >= 0.10",
-            if mb.is_some() { VerdictKind::Supported } else { VerdictKind::NotTestable },
-            if mb.is_some() { "the whole CI lies above +10%" } else { "needs mooncake_both" },
+            if mb.is_some() {
+                VerdictKind::Supported
+            } else {
+                VerdictKind::NotTestable
+            },
+            if mb.is_some() {
+                "the whole CI lies above +10%"
+            } else {
+                "needs mooncake_both"
+            },
             None,
         ),
         verdict(
@@ -395,7 +488,11 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             gap,
             "pp",
             "gap in [-10, -5] pp",
-            if gap.is_some() { VerdictKind::Inconclusive } else { VerdictKind::NotTestable },
+            if gap.is_some() {
+                VerdictKind::Inconclusive
+            } else {
+                VerdictKind::NotTestable
+            },
             if gap.is_some() {
                 "the CI straddles both ends of the [-10, -5] pp band"
             } else {
@@ -434,7 +531,11 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             add,
             "ratio",
             "|multi - sum| / multi <= 0.30",
-            if add.is_some() { VerdictKind::Refuted } else { VerdictKind::NotTestable },
+            if add.is_some() {
+                VerdictKind::Refuted
+            } else {
+                VerdictKind::NotTestable
+            },
             if add.is_some() {
                 "the whole CI lies above 0.30; multi exceeds the sum"
             } else {
@@ -446,7 +547,11 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             "h5",
             "Tax is shape-dependent (input)",
             "tax_TTFT_p90 grows monotonically with input length for mooncake_both",
-            Some(Estimate { est: 0.24, lo: Some(0.15), hi: Some(0.33) }),
+            Some(Estimate {
+                est: 0.24,
+                lo: Some(0.15),
+                hi: Some(0.33),
+            }),
             "pp",
             "monotone increase over 512 -> 4096 -> 32768",
             VerdictKind::Supported,
@@ -457,7 +562,11 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             "h6",
             "Tax compounds in decode",
             "tax_TPOT_p90 grows with output length",
-            Some(Estimate { est: 0.05, lo: Some(-0.01), hi: Some(0.11) }),
+            Some(Estimate {
+                est: 0.05,
+                lo: Some(-0.01),
+                hi: Some(0.11),
+            }),
             "pp",
             "monotone increase over 64 -> 256 -> 1024",
             VerdictKind::Inconclusive,
@@ -473,8 +582,16 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             mb,
             "fraction",
             "0.25 <= tax <= 0.60",
-            if mb.is_some() { VerdictKind::Supported } else { VerdictKind::NotTestable },
-            if mb.is_some() { "the CI lies inside [25%, 60%]: prior accepted" } else { "needs mooncake_both" },
+            if mb.is_some() {
+                VerdictKind::Supported
+            } else {
+                VerdictKind::NotTestable
+            },
+            if mb.is_some() {
+                "the CI lies inside [25%, 60%]: prior accepted"
+            } else {
+                "needs mooncake_both"
+            },
             None,
         ),
         verdict(
@@ -484,7 +601,11 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             gap,
             "pp",
             "reported; agreement if the CI contains -7 pp",
-            if gap.is_some() { VerdictKind::Supported } else { VerdictKind::NotTestable },
+            if gap.is_some() {
+                VerdictKind::Supported
+            } else {
+                VerdictKind::NotTestable
+            },
             if gap.is_some() {
                 "reported; the CI contains -7 pp (agreement)"
             } else {
@@ -499,8 +620,16 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             share,
             "ratio",
             ">= 0.50 framework-dominated; < 0.30 implementation-dominated",
-            if share.is_some() { VerdictKind::Supported } else { VerdictKind::NotTestable },
-            if share.is_some() { "the CI lies below 0.30" } else { "noop_connector has no data" },
+            if share.is_some() {
+                VerdictKind::Supported
+            } else {
+                VerdictKind::NotTestable
+            },
+            if share.is_some() {
+                "the CI lies below 0.30"
+            } else {
+                "noop_connector has no data"
+            },
             share.map(|_| "implementation-cost-dominated"),
         ),
         verdict(
@@ -510,8 +639,16 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             add,
             "ratio",
             "<= 0.30 -> linear",
-            if add.is_some() { VerdictKind::Refuted } else { VerdictKind::NotTestable },
-            if add.is_some() { "the whole CI lies above 0.30: not linear" } else { "needs the three H4 configs" },
+            if add.is_some() {
+                VerdictKind::Refuted
+            } else {
+                VerdictKind::NotTestable
+            },
+            if add.is_some() {
+                "the whole CI lies above 0.30: not linear"
+            } else {
+                "needs the three H4 configs"
+            },
             add.map(|_| "super-additive"),
         ),
         verdict(
@@ -529,7 +666,11 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             "sc6",
             "All artifacts present",
             "every config that ran has the 6 file types; every SKIP config has a reason",
-            Some(Estimate { est: 0.0, lo: None, hi: None }),
+            Some(Estimate {
+                est: 0.0,
+                lo: None,
+                hi: None,
+            }),
             "count",
             "0 missing files, 0 unexplained skips",
             VerdictKind::Supported,
@@ -548,7 +689,12 @@ fn verdicts(taxes: &[Tax], simulated: bool) -> Verdicts {
             None,
         ),
     ];
-    Verdicts { schema_version: 1, simulated, hypotheses, success_criteria }
+    Verdicts {
+        schema_version: 1,
+        simulated,
+        hypotheses,
+        success_criteria,
+    }
 }
 
 fn step_samples(config: &str, n: usize) -> Vec<f64> {
@@ -557,7 +703,11 @@ fn step_samples(config: &str, n: usize) -> Vec<f64> {
     let mut v: Vec<f64> = (0..n)
         .map(|_| {
             // Mostly decode steps (~11 ms), some prefill-heavy steps (~30 ms), lognormal spread.
-            let base = if rng.unit() < 0.18 { 31_000.0 } else { 11_500.0 };
+            let base = if rng.unit() < 0.18 {
+                31_000.0
+            } else {
+                11_500.0
+            };
             base * (0.22 * rng.normal()).exp() + over * (0.5 + rng.unit())
         })
         .collect();
@@ -572,7 +722,11 @@ pub fn demo_result() -> AnalysisResult {
 }
 
 /// Builds a dataset for `configs` (canonical names or not), with or without step timing.
-pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, String>) -> AnalysisResult {
+pub fn build(
+    configs: &[&str],
+    step_timing: bool,
+    skipped: BTreeMap<String, String>,
+) -> AnalysisResult {
     let mut cells: Vec<CellStats> = Vec::new();
     let mut sat_rates: BTreeMap<String, Option<f64>> = BTreeMap::new();
     for &c in configs {
@@ -598,8 +752,11 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
         cells.extend(a);
     }
     let all_sat = |r: f64| configs.iter().all(|c| sat_rates[*c].is_none_or(|s| r < s));
-    let ref_safe =
-        RATES_A.iter().copied().filter(|&r| all_sat(r)).fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    let ref_safe = RATES_A
+        .iter()
+        .copied()
+        .filter(|&r| all_sat(r))
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
     let plain_sat = sat_rates.get("plain").copied().flatten();
     let ref_load = RATES_A
         .iter()
@@ -652,8 +809,20 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
         }
     }
     cells.sort_by(|a, b| {
-        (super::config_rank(&a.key.config), a.key.phase, a.rate, a.input_len, a.output_len)
-            .partial_cmp(&(super::config_rank(&b.key.config), b.key.phase, b.rate, b.input_len, b.output_len))
+        (
+            super::config_rank(&a.key.config),
+            a.key.phase,
+            a.rate,
+            a.input_len,
+            a.output_len,
+        )
+            .partial_cmp(&(
+                super::config_rank(&b.key.config),
+                b.key.phase,
+                b.rate,
+                b.input_len,
+                b.output_len,
+            ))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
 
@@ -671,17 +840,26 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
     if configs.contains(&"plain") {
         for &c in configs.iter().filter(|c| **c != "plain") {
             for (ctx, r) in [(TaxContext::RefSafe, rs), (TaxContext::RefLoad, rl)] {
-                if let (Some(x), Some(p)) = (find(c, Phase::A, r, 4096, 256), find("plain", Phase::A, r, 4096, 256)) {
+                if let (Some(x), Some(p)) = (
+                    find(c, Phase::A, r, 4096, 256),
+                    find("plain", Phase::A, r, 4096, 256),
+                ) {
                     taxes.push(make_tax(x, p, ctx));
                 }
             }
             for &i in &INPUTS_B {
                 for &o in &OUTPUTS_B {
-                    if let (Some(x), Some(p)) = (find(c, Phase::B, rs, i, o), find("plain", Phase::B, rs, i, o)) {
+                    if let (Some(x), Some(p)) = (
+                        find(c, Phase::B, rs, i, o),
+                        find("plain", Phase::B, rs, i, o),
+                    ) {
                         taxes.push(make_tax(x, p, TaxContext::ShapeB));
                     }
                 }
-                if let (Some(x), Some(p)) = (find(c, Phase::Bp, rl, i, 256), find("plain", Phase::Bp, rl, i, 256)) {
+                if let (Some(x), Some(p)) = (
+                    find(c, Phase::Bp, rl, i, 256),
+                    find("plain", Phase::Bp, rl, i, 256),
+                ) {
                     taxes.push(make_tax(x, p, TaxContext::ShapeBp));
                 }
             }
@@ -701,11 +879,20 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
             "patch did not apply: vLLM 0.11.2 moved Scheduler.update_from_output (marker not found)".to_owned()
         }),
     };
-    for (k, c) in ["mooncake_consumer", "multi_mooncake_lmcache", "noop_connector"].into_iter().enumerate() {
+    for (k, c) in [
+        "mooncake_consumer",
+        "multi_mooncake_lmcache",
+        "noop_connector",
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let k = k as u64;
         let skip = skipped.get(c);
         manifest.push(ManifestRow {
-            date_utc: super::fmt::unix_ms(t0 + k * 60_000).replace(" UTC", "Z").replace(' ', "T"),
+            date_utc: super::fmt::unix_ms(t0 + k * 60_000)
+                .replace(" UTC", "Z")
+                .replace(' ', "T"),
             stage: "preflight".to_owned(),
             config: c.to_owned(),
             launch: 0,
@@ -726,7 +913,9 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
             c.to_owned(),
             PreflightEntry {
                 decision: if skip.is_some() { "skip" } else { "include" }.to_owned(),
-                reason: skip.cloned().or_else(|| Some("all checks passed".to_owned())),
+                reason: skip
+                    .cloned()
+                    .or_else(|| Some("all checks passed".to_owned())),
                 log: Some(format!("preflight/verify_{c}.log")),
                 checked_unix_ms: Some(t0 + k * 60_000),
             },
@@ -748,7 +937,10 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
             let dur = if stage == "A" { 1_160.0 } else { 820.0 };
             let mut cv = BTreeMap::new();
             if c.contains("mooncake") {
-                cv.insert("mooncake-transfer-engine".to_owned(), "0.3.7.post2".to_owned());
+                cv.insert(
+                    "mooncake-transfer-engine".to_owned(),
+                    "0.3.7.post2".to_owned(),
+                );
             }
             if c.contains("lmcache") {
                 cv.insert("lmcache".to_owned(), "0.3.9".to_owned());
@@ -757,7 +949,9 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
                 cv.insert("nixl".to_owned(), "0.6.1".to_owned());
             }
             manifest.push(ManifestRow {
-                date_utc: super::fmt::unix_ms(start).replace(" UTC", "Z").replace(' ', "T"),
+                date_utc: super::fmt::unix_ms(start)
+                    .replace(" UTC", "Z")
+                    .replace(' ', "T"),
                 stage: stage.to_owned(),
                 config: c.to_owned(),
                 launch,
@@ -804,7 +998,10 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
         }
     }
     let step_ecdf: BTreeMap<String, Vec<f64>> = if step_timing {
-        configs.iter().map(|c| ((*c).to_owned(), step_samples(c, 1_500))).collect()
+        configs
+            .iter()
+            .map(|c| ((*c).to_owned(), step_samples(c, 1_500)))
+            .collect()
     } else {
         BTreeMap::new()
     };
@@ -815,8 +1012,10 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
         super::fmt::rate(rs),
         configs.len()
     )];
-    notes
-        .push(format!("ref_load = {}: the highest Phase A rate at which plain is not saturated", super::fmt::rate(rl)));
+    notes.push(format!(
+        "ref_load = {}: the highest Phase A rate at which plain is not saturated",
+        super::fmt::rate(rl)
+    ));
     let tax_list = taxes;
     let summary = AnalysisSummary {
         schema_version: 1,
@@ -856,7 +1055,11 @@ pub fn build(configs: &[&str], step_timing: bool, skipped: BTreeMap<String, Stri
         ],
     };
     let verdicts = verdicts(&summary.taxes, false);
-    AnalysisResult { summary, verdicts, step_ecdf }
+    AnalysisResult {
+        summary,
+        verdicts,
+        step_ecdf,
+    }
 }
 
 /// Step timing unavailable (figures 6 and 7 become notes).
@@ -873,8 +1076,9 @@ pub fn without_step_timing(mut r: AnalysisResult) -> AnalysisResult {
     }
     if let Some(p) = r.summary.dataset.preflight.as_mut() {
         p.step_timing_available = Some(false);
-        p.step_timing_reason =
-            Some("patch did not apply: Scheduler.update_from_output moved (marker not found)".to_owned());
+        p.step_timing_reason = Some(
+            "patch did not apply: Scheduler.update_from_output moved (marker not found)".to_owned(),
+        );
     }
     r
 }
@@ -885,8 +1089,12 @@ pub fn without_config(mut r: AnalysisResult, config: &str, reason: &str) -> Anal
     s.cells.retain(|c| c.key.config != config);
     s.taxes.retain(|t| t.config != config);
     s.dataset.configs.retain(|c| c != config);
-    s.dataset.skipped.insert(config.to_owned(), reason.to_owned());
-    s.dataset.manifest.retain(|m| m.config != config || m.stage == "preflight");
+    s.dataset
+        .skipped
+        .insert(config.to_owned(), reason.to_owned());
+    s.dataset
+        .manifest
+        .retain(|m| m.config != config || m.stage == "preflight");
     for m in s.dataset.manifest.iter_mut().filter(|m| m.config == config) {
         m.status = "skip".to_owned();
         m.reason = Some(reason.to_owned());
@@ -920,13 +1128,23 @@ pub fn degraded_result() -> AnalysisResult {
         "noop_connector",
         "verify_noop_connector: ImportError: cannot import name 'KVConnectorBase_V1' (<module 'vllm.distributed'>)",
     );
-    let mut r =
-        without_config(r, "mooncake_consumer", "verify_kv_consumer: /v1/models did not answer 200 within 300 s");
-    if let Some(c) = r.summary.cells.iter_mut().find(|c| c.key.config == "nixl_both" && c.key.phase == Phase::B) {
+    let mut r = without_config(
+        r,
+        "mooncake_consumer",
+        "verify_kv_consumer: /v1/models did not answer 200 within 300 s",
+    );
+    if let Some(c) = r
+        .summary
+        .cells
+        .iter_mut()
+        .find(|c| c.key.config == "nixl_both" && c.key.phase == Phase::B)
+    {
         c.complete = false;
         c.counts.errors = 17;
-        c.incomplete_reasons
-            .push("17 requests failed: HTTP 500 <html><body>Internal Server Error</body></html>".to_owned());
+        c.incomplete_reasons.push(
+            "17 requests failed: HTTP 500 <html><body>Internal Server Error</body></html>"
+                .to_owned(),
+        );
     }
     r.summary.warnings.push(
         "nixl_both/B/r4_i512_o64: server error text: <html><body><h1>500 Internal Server Error</h1></body></html>"
@@ -947,7 +1165,8 @@ pub fn hostile_result() -> AnalysisResult {
     for c in s.cells.iter_mut().filter(|c| c.key.config == old) {
         c.key.config = HOSTILE_NAME.to_owned();
         c.complete = false;
-        c.incomplete_reasons.push("<img src=x onerror=alert(2)> | **bold** `tick`".to_owned());
+        c.incomplete_reasons
+            .push("<img src=x onerror=alert(2)> | **bold** `tick`".to_owned());
     }
     for t in s.taxes.iter_mut().filter(|t| t.config == old) {
         t.config = HOSTILE_NAME.to_owned();
@@ -961,18 +1180,29 @@ pub fn hostile_result() -> AnalysisResult {
         m.reason = Some("</td><script>alert(3)</script>".to_owned());
     }
     if let Some(v) = s.reference_rates.saturation_rate.remove(old) {
-        s.reference_rates.saturation_rate.insert(HOSTILE_NAME.to_owned(), v);
+        s.reference_rates
+            .saturation_rate
+            .insert(HOSTILE_NAME.to_owned(), v);
     }
     s.dataset.skipped.insert(
         "nixl_both<b>".to_owned(),
         "HTTP 502 <html><script>alert(4)</script></html> | [link](javascript:alert(5))".to_owned(),
     );
-    s.dataset.profile = Some(format!("name = \"{HOSTILE_NAME}\"\n```\n</pre><script>alert(6)</script>\n"));
-    s.warnings.push(format!("server said: <script>alert(7)</script> for {HOSTILE_NAME}"));
+    s.dataset.profile = Some(format!(
+        "name = \"{HOSTILE_NAME}\"\n```\n</pre><script>alert(6)</script>\n"
+    ));
+    s.warnings.push(format!(
+        "server said: <script>alert(7)</script> for {HOSTILE_NAME}"
+    ));
     if let Some(v) = r.step_ecdf.remove(old) {
         r.step_ecdf.insert(HOSTILE_NAME.to_owned(), v);
     }
-    for v in r.verdicts.hypotheses.iter_mut().chain(r.verdicts.success_criteria.iter_mut()) {
+    for v in r
+        .verdicts
+        .hypotheses
+        .iter_mut()
+        .chain(r.verdicts.success_criteria.iter_mut())
+    {
         if v.id == "h4" {
             v.reason = format!("{} <script>alert(8)</script>", v.reason);
         }

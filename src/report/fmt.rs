@@ -51,7 +51,11 @@ pub fn fixed(x: f64, dp: usize) -> String {
 }
 
 fn clean_neg_zero(s: String) -> String {
-    if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') { s[1..].to_owned() } else { s }
+    if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
+        s[1..].to_owned()
+    } else {
+        s
+    }
 }
 
 /// A rate in req/s: `0.5`, `4`, `12.5`.
@@ -70,8 +74,16 @@ pub fn pct(frac: f64) -> String {
         return num(frac);
     }
     let p = frac * 100.0;
-    let body = if p.abs() >= 100.0 { fixed(p, 0) } else { fixed(p, 1) };
-    if body.starts_with('-') || body == "0.0" || body == "0" { format!("{body}%") } else { format!("+{body}%") }
+    let body = if p.abs() >= 100.0 {
+        fixed(p, 0)
+    } else {
+        fixed(p, 1)
+    };
+    if body.starts_with('-') || body == "0.0" || body == "0" {
+        format!("{body}%")
+    } else {
+        format!("+{body}%")
+    }
 }
 
 /// A fraction as an unsigned percentage (shares, ratios of throughput): `0.95` → `95.0%`.
@@ -88,7 +100,11 @@ pub fn pp(frac: f64) -> String {
         return num(frac);
     }
     let body = fixed(frac * 100.0, 1);
-    if body.starts_with('-') || body == "0.0" { format!("{body} pp") } else { format!("+{body} pp") }
+    if body.starts_with('-') || body == "0.0" {
+        format!("{body} pp")
+    } else {
+        format!("+{body} pp")
+    }
 }
 
 /// How a value of a given unit is written. Units are those of the model: `fraction`, `pp`,
@@ -129,7 +145,11 @@ pub fn estimate(e: &Estimate, unit: &str) -> String {
         "fraction" | "pp" => (100.0, true),
         _ => (1.0, false),
     };
-    let m = vals.iter().flatten().filter(|v| v.is_finite()).fold(0.0f64, |m, v| m.max((v * scale).abs()));
+    let m = vals
+        .iter()
+        .flatten()
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, |m, v| m.max((v * scale).abs()));
     let dp = match unit {
         "fraction" | "pp" => {
             if m >= 99.95 {
@@ -154,7 +174,11 @@ pub fn estimate(e: &Estimate, unit: &str) -> String {
         } else {
             s
         };
-        if unit == "fraction" { format!("{s}%") } else { s }
+        if unit == "fraction" {
+            format!("{s}%")
+        } else {
+            s
+        }
     };
     let ci = match (e.lo, e.hi) {
         (Some(lo), Some(hi)) => Some(format!("[{}, {}]", one(lo), one(hi))),
@@ -194,7 +218,12 @@ pub fn unix_ms(ms: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rem / 3600, (rem % 3600) / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
 }
 
 /// Howard Hinnant's days-from-civil inverse.
@@ -223,7 +252,8 @@ pub fn md(s: &str) -> String {
             '&' => out.push_str("&amp;"),
             '"' => out.push_str("&quot;"),
             '\n' | '\r' | '\t' => out.push(' '),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '!' | '|' | '~' | '^' => {
+            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '!' | '|'
+            | '~' | '^' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -278,20 +308,48 @@ mod tests {
 
     #[test]
     fn estimates() {
-        let e = Estimate { est: 12.34, lo: Some(10.1), hi: Some(14.6) };
+        let e = Estimate {
+            est: 12.34,
+            lo: Some(10.1),
+            hi: Some(14.6),
+        };
         assert_eq!(estimate(&e, "ms"), "12.3 [10.1, 14.6] ms");
         assert_eq!(estimate(&e, ""), "12.3 [10.1, 14.6]");
-        let f = Estimate { est: 0.123, lo: Some(0.101), hi: Some(0.146) };
+        let f = Estimate {
+            est: 0.123,
+            lo: Some(0.101),
+            hi: Some(0.146),
+        };
         assert_eq!(estimate(&f, "fraction"), "+12.3% [+10.1%, +14.6%]");
-        let p = Estimate { est: -0.07, lo: Some(-0.09), hi: Some(-0.05) };
+        let p = Estimate {
+            est: -0.07,
+            lo: Some(-0.09),
+            hi: Some(-0.05),
+        };
         assert_eq!(estimate(&p, "pp"), "-7.0 [-9.0, -5.0] pp");
-        let n = Estimate { est: 4.8, lo: None, hi: None };
+        let n = Estimate {
+            est: 4.8,
+            lo: None,
+            hi: None,
+        };
         assert_eq!(estimate(&n, "hours"), "4.80 h");
-        let u = Estimate { est: 60.2, lo: Some(0.174), hi: Some(120.4) };
+        let u = Estimate {
+            est: 60.2,
+            lo: Some(0.174),
+            hi: Some(120.4),
+        };
         assert_eq!(estimate(&u, "us"), "60 [0, 120] µs");
-        let r = Estimate { est: 0.0222, lo: Some(-0.0978), hi: Some(0.152) };
+        let r = Estimate {
+            est: 0.0222,
+            lo: Some(-0.0978),
+            hi: Some(0.152),
+        };
         assert_eq!(estimate(&r, "ratio"), "0.02 [-0.10, 0.15]");
-        let big = Estimate { est: 0.92, lo: Some(0.813), hi: Some(1.03) };
+        let big = Estimate {
+            est: 0.92,
+            lo: Some(0.813),
+            hi: Some(1.03),
+        };
         assert_eq!(estimate(&big, "fraction"), "+92% [+81%, +103%]");
     }
 

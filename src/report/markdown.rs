@@ -15,7 +15,10 @@ mod filters {
 
     /// A fenced code block the content cannot close early.
     #[askama::filter_fn]
-    pub fn codeblock(s: impl std::fmt::Display, _env: &dyn askama::Values) -> askama::Result<String> {
+    pub fn codeblock(
+        s: impl std::fmt::Display,
+        _env: &dyn askama::Values,
+    ) -> askama::Result<String> {
         Ok(crate::report::fmt::md_code_block(&s.to_string(), ""))
     }
 }

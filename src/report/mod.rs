@@ -83,23 +83,37 @@ pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<Rendere
             }
             None => None,
         };
-        statuses.push(FigureStatus { number: f.number, slug: f.slug.to_owned(), file, note: f.note.clone() });
+        statuses.push(FigureStatus {
+            number: f.number,
+            slug: f.slug.to_owned(),
+            file,
+            note: f.note.clone(),
+        });
     }
     remove_stale_figures(&fig_dir, &figures)?;
 
     let view = ReportView::build(result, &figures);
     let exporters: [&dyn Exporter; 2] = [&HtmlExporter, &MarkdownExporter];
     for e in exporters {
-        let text = e.render(&view).with_context(|| format!("rendering {}", e.file_name()))?;
+        let text = e
+            .render(&view)
+            .with_context(|| format!("rendering {}", e.file_name()))?;
         let p = out_dir.join(e.file_name());
         write_atomic(&p, text.as_bytes())?;
         files.push(p);
     }
-    Ok(RenderedReport { files, figures: statuses })
+    Ok(RenderedReport {
+        files,
+        figures: statuses,
+    })
 }
 
 fn remove_stale_figures(dir: &Path, figures: &[figures::Figure]) -> anyhow::Result<()> {
-    let keep: Vec<String> = figures.iter().filter(|f| f.svg.is_some()).map(|f| f.file_name()).collect();
+    let keep: Vec<String> = figures
+        .iter()
+        .filter(|f| f.svg.is_some())
+        .map(|f| f.file_name())
+        .collect();
     for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
         let name = entry?.file_name().to_string_lossy().into_owned();
         let ours = name.len() > 5
@@ -116,7 +130,10 @@ fn remove_stale_figures(dir: &Path, figures: &[figures::Figure]) -> anyhow::Resu
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("out")));
+    let tmp = path.with_extension(format!(
+        "{}.tmp",
+        path.extension().and_then(|e| e.to_str()).unwrap_or("out")
+    ));
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())

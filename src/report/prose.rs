@@ -15,7 +15,10 @@ pub struct Prose {
 
 impl Prose {
     pub fn new(markdown: &str) -> Prose {
-        Prose { markdown: markdown.trim_end().to_owned(), html: to_html(markdown) }
+        Prose {
+            markdown: markdown.trim_end().to_owned(),
+            html: to_html(markdown),
+        }
     }
 }
 
@@ -40,7 +43,8 @@ impl Texts {
 /// Markdown → HTML with tables and strikethrough, raw HTML removed.
 pub fn to_html(markdown: &str) -> String {
     let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
-    let parser = Parser::new_ext(markdown, opts).filter(|e| !matches!(e, Event::Html(_) | Event::InlineHtml(_)));
+    let parser = Parser::new_ext(markdown, opts)
+        .filter(|e| !matches!(e, Event::Html(_) | Event::InlineHtml(_)));
     let mut out = String::with_capacity(markdown.len() * 3 / 2);
     html::push_html(&mut out, parser);
     out
@@ -52,8 +56,9 @@ mod tests {
 
     #[test]
     fn raw_html_is_dropped() {
-        let h =
-            to_html("a <script>alert(1)</script> b\n\n<div onclick=x>block</div>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n");
+        let h = to_html(
+            "a <script>alert(1)</script> b\n\n<div onclick=x>block</div>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+        );
         assert!(!h.contains("<script"), "{h}");
         assert!(!h.contains("<div"), "{h}");
         assert!(h.contains("<table>"), "{h}");

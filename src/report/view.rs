@@ -432,10 +432,14 @@ fn verdict_rows(vs: &[Verdict], expected: &[&str]) -> Vec<VerdictRow> {
 fn verdict_row(v: &Verdict, anchor: &str) -> VerdictRow {
     let id = v.id.to_uppercase();
     // Titles may repeat the id ("H2: ..."); the ID column already shows it.
-    let title = v
-        .title
-        .strip_prefix(&format!("{id}:"))
-        .map_or_else(|| v.title.clone(), |t| t.trim_start().to_owned());
+    let title = match v.title.strip_prefix(&format!("{id}:")).map(str::trim_start) {
+        Some(t) => {
+            let mut c = t.chars();
+            c.next()
+                .map_or_else(String::new, |f| f.to_uppercase().chain(c).collect())
+        }
+        None => v.title.clone(),
+    };
     VerdictRow {
         anchor: anchor.to_owned(),
         id,

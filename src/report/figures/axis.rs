@@ -66,7 +66,12 @@ impl Axis {
 
     /// The plotters coordinate for this axis.
     pub fn coord(&self) -> AxisCoord {
-        AxisCoord { lo: self.lo, hi: self.hi, ticks: self.ticks.clone(), minor: self.minor.clone() }
+        AxisCoord {
+            lo: self.lo,
+            hi: self.hi,
+            ticks: self.ticks.clone(),
+            minor: self.minor.clone(),
+        }
     }
 
     pub fn label(&self, t: f64) -> String {
@@ -100,7 +105,11 @@ impl Axis {
     /// A log2 axis whose ticks are the given values (e.g. the sweep's rates), padded by a
     /// quarter octave on each side.
     pub fn log2_at(values: &[f64]) -> Axis {
-        let vals: Vec<f64> = values.iter().copied().filter(|v| *v > 0.0 && v.is_finite()).collect();
+        let vals: Vec<f64> = values
+            .iter()
+            .copied()
+            .filter(|v| *v > 0.0 && v.is_finite())
+            .collect();
         let (mut lo, mut hi) = min_max(vals.iter().map(|v| v.log2())).unwrap_or((-1.0, 5.0));
         if hi - lo < 1.0 {
             lo -= 0.5;
@@ -133,8 +142,11 @@ impl Axis {
             &[1.0]
         } else if decades > 2.2 {
             &[1.0, 3.0]
-        } else {
+        } else if decades > 1.2 {
             &[1.0, 2.0, 5.0]
+        } else {
+            // Less than about a decade: label every integer multiple.
+            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
         };
         let mut ticks = Vec::new();
         let mut minor = Vec::new();
@@ -154,7 +166,15 @@ impl Axis {
             }
             e += 1;
         }
-        Axis { scale: Scale::Log10, lo: tlo, hi: thi, ticks, minor, labels: Labels::Number, categories: vec![] }
+        Axis {
+            scale: Scale::Log10,
+            lo: tlo,
+            hi: thi,
+            ticks,
+            minor,
+            labels: Labels::Number,
+            categories: vec![],
+        }
     }
 
     /// A linear axis over `[lo, hi]` with about `n` 1-2-5 ticks; `include_zero` extends it to 0.
@@ -179,7 +199,11 @@ impl Axis {
         } else {
             lo - span * 0.03
         };
-        let hi_p = if hi_t - hi <= 0.08 * span { hi_t.max(hi + span * 0.01) } else { hi + span * 0.03 };
+        let hi_p = if hi_t - hi <= 0.08 * span {
+            hi_t.max(hi + span * 0.01)
+        } else {
+            hi + span * 0.03
+        };
         let mut ticks = Vec::new();
         let mut k = (lo_p / step).ceil() as i64;
         while (k as f64) * step <= hi_p + step * 1e-9 {
@@ -187,8 +211,20 @@ impl Axis {
             ticks.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
             k += 1;
         }
-        let minor = ticks.iter().map(|t| t + step / 2.0).filter(|t| *t < hi_p).collect();
-        Axis { scale: Scale::Linear, lo: lo_p, hi: hi_p, ticks, minor, labels, categories: vec![] }
+        let minor = ticks
+            .iter()
+            .map(|t| t + step / 2.0)
+            .filter(|t| *t < hi_p)
+            .collect();
+        Axis {
+            scale: Scale::Linear,
+            lo: lo_p,
+            hi: hi_p,
+            ticks,
+            minor,
+            labels,
+            categories: vec![],
+        }
     }
 
     /// Categories at integer positions 0..n, padded by half a slot.
@@ -228,7 +264,11 @@ impl Ranged for AxisCoord {
     }
 
     fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
-        if hint.weight().allow_light_points() { self.minor.clone() } else { self.ticks.clone() }
+        if hint.weight().allow_light_points() {
+            self.minor.clone()
+        } else {
+            self.ticks.clone()
+        }
     }
 
     fn range(&self) -> Range<f64> {
@@ -274,10 +314,12 @@ fn trim(v: f64) -> String {
 }
 
 pub fn min_max<I: IntoIterator<Item = f64>>(it: I) -> Option<(f64, f64)> {
-    it.into_iter().filter(|v| v.is_finite()).fold(None, |acc, v| match acc {
-        None => Some((v, v)),
-        Some((a, b)) => Some((a.min(v), b.max(v))),
-    })
+    it.into_iter()
+        .filter(|v| v.is_finite())
+        .fold(None, |acc, v| match acc {
+            None => Some((v, v)),
+            Some((a, b)) => Some((a.min(v), b.max(v))),
+        })
 }
 
 #[cfg(test)]
@@ -296,7 +338,10 @@ mod tests {
     fn log10_ticks() {
         let a = Axis::log10(80.0, 12_000.0);
         let labels: Vec<String> = a.ticks.iter().map(|t| a.label(*t)).collect();
-        assert!(labels.contains(&"100".to_owned()) && labels.contains(&"1000".to_owned()), "{labels:?}");
+        assert!(
+            labels.contains(&"100".to_owned()) && labels.contains(&"1000".to_owned()),
+            "{labels:?}"
+        );
     }
 
     #[test]

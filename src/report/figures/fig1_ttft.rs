@@ -13,9 +13,20 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                    The strip below marks, per config and rate, which of the seed's three saturation criteria \
                    fired. Dashed lines: the reference rates chosen from these data."
         .to_owned();
-    let spec = Spec { title: TITLE, y_desc: "TTFT p90 (ms", metric: |c| c.ttft_ms.p90, strip: true };
+    let spec = Spec {
+        title: TITLE,
+        y_desc: "TTFT p90 (ms",
+        metric: |c| c.ttft_ms.p90,
+        strip: true,
+    };
     Ok(match rate_curves::draw(ctx, &spec)? {
         Some(svg) => Figure::drawn(1, SLUG, TITLE, caption, svg),
-        None => Figure::dropped(1, SLUG, TITLE, caption, "No Phase A cell has a TTFT p90: nothing to draw.".to_owned()),
+        None => Figure::dropped(
+            1,
+            SLUG,
+            TITLE,
+            caption,
+            "No Phase A cell has a TTFT p90: nothing to draw.".to_owned(),
+        ),
     })
 }

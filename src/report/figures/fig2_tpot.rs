@@ -11,9 +11,20 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                    as error bars; log2 rate axis. Hollow points are at or above the config's saturation rate \
                    (criteria in Figure 1). Dashed lines: the reference rates."
         .to_owned();
-    let spec = Spec { title: TITLE, y_desc: "TPOT p90 (ms", metric: |c| c.tpot_ms.p90, strip: false };
+    let spec = Spec {
+        title: TITLE,
+        y_desc: "TPOT p90 (ms",
+        metric: |c| c.tpot_ms.p90,
+        strip: false,
+    };
     Ok(match rate_curves::draw(ctx, &spec)? {
         Some(svg) => Figure::drawn(2, SLUG, TITLE, caption, svg),
-        None => Figure::dropped(2, SLUG, TITLE, caption, "No Phase A cell has a TPOT p90: nothing to draw.".to_owned()),
+        None => Figure::dropped(
+            2,
+            SLUG,
+            TITLE,
+            caption,
+            "No Phase A cell has a TPOT p90: nothing to draw.".to_owned(),
+        ),
     })
 }

@@ -47,25 +47,63 @@ pub fn diverging(v: f64, limit: f64) -> RGBColor {
 }
 
 pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
-    let shape_taxes: Vec<&Tax> =
-        ctx.r.summary.taxes.iter().filter(|t| t.context == TaxContext::ShapeB && t.ttft_p90.is_some()).collect();
-    let configs: Vec<String> =
-        ctx.non_plain().into_iter().filter(|c| shape_taxes.iter().any(|t| &t.config == c)).collect();
-    let rs = ctx.ref_safe().map_or_else(|| "ref_safe".to_owned(), |r| format!("{} req/s", fmt::rate(r)));
-    let missing: Vec<String> = ctx.r.summary.dataset.skipped.keys().filter(|c| *c != "plain").cloned().collect();
+    let shape_taxes: Vec<&Tax> = ctx
+        .r
+        .summary
+        .taxes
+        .iter()
+        .filter(|t| t.context == TaxContext::ShapeB && t.ttft_p90.is_some())
+        .collect();
+    let configs: Vec<String> = ctx
+        .non_plain()
+        .into_iter()
+        .filter(|c| shape_taxes.iter().any(|t| &t.config == c))
+        .collect();
+    let rs = ctx.ref_safe().map_or_else(
+        || "ref_safe".to_owned(),
+        |r| format!("{} req/s", fmt::rate(r)),
+    );
+    let missing: Vec<String> = ctx
+        .r
+        .summary
+        .dataset
+        .skipped
+        .keys()
+        .filter(|c| *c != "plain")
+        .cloned()
+        .collect();
     let mut caption = format!(
         "TTFT p90 tax vs plain for each Phase B shape at ref_safe ({rs}): rows are input lengths, columns \
          output lengths. Each cell prints the estimate and its 95% CI; a bold outline marks a CI that \
          excludes 0. One colour scale, centred at 0 (white), is shared by all panels. Grey cells: no data."
     );
     if !missing.is_empty() {
-        caption.push_str(&format!(" No panel for skipped configs: {}.", missing.join(", ")));
+        caption.push_str(&format!(
+            " No panel for skipped configs: {}.",
+            missing.join(", ")
+        ));
     }
     if configs.is_empty() {
-        return Ok(Figure::dropped(5, SLUG, TITLE, caption, "No Phase B shape tax was computed.".to_owned()));
+        return Ok(Figure::dropped(
+            5,
+            SLUG,
+            TITLE,
+            caption,
+            "No Phase B shape tax was computed.".to_owned(),
+        ));
     }
-    let inputs: Vec<u32> = shape_taxes.iter().map(|t| t.input_len).collect::<BTreeSet<_>>().into_iter().collect();
-    let outputs: Vec<u32> = shape_taxes.iter().map(|t| t.output_len).collect::<BTreeSet<_>>().into_iter().collect();
+    let inputs: Vec<u32> = shape_taxes
+        .iter()
+        .map(|t| t.input_len)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let outputs: Vec<u32> = shape_taxes
+        .iter()
+        .map(|t| t.output_len)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     // Colour limit: the 75th percentile of |tax|, rounded up, so one heavily taxed config (or a
     // saturated shape) does not wash out every other panel; cells beyond it keep the end colour.
     let mut abs: Vec<f64> = shape_taxes
@@ -75,7 +113,11 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         .filter(|v| v.is_finite())
         .collect();
     abs.sort_by(f64::total_cmp);
-    let robust = abs.get((abs.len().saturating_sub(1) * 3) / 4).copied().unwrap_or(0.1).max(0.05);
+    let robust = abs
+        .get((abs.len().saturating_sub(1) * 3) / 4)
+        .copied()
+        .unwrap_or(0.1)
+        .max(0.05);
     let step = nice_step(robust / 4.0);
     let limit = (robust / step).ceil().max(1.0) * step;
     let clipped = abs.last().is_some_and(|m| *m > limit);
@@ -104,10 +146,24 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         for (k, c) in configs.iter().enumerate() {
             let ox = (k % COLS) as i32 * SLOT_W;
             let oy = TOP + (k / COLS) as i32 * SLOT_H;
-            panel(root, ctx, c, (ox, oy), &inputs, &outputs, &shape_taxes, limit)?;
+            panel(
+                root,
+                ctx,
+                c,
+                (ox, oy),
+                &inputs,
+                &outputs,
+                &shape_taxes,
+                limit,
+            )?;
         }
         let k = configs.len();
-        colour_bar(root, ((k % COLS) as i32 * SLOT_W, TOP + (k / COLS) as i32 * SLOT_H), limit, clipped)?;
+        colour_bar(
+            root,
+            ((k % COLS) as i32 * SLOT_W, TOP + (k / COLS) as i32 * SLOT_H),
+            limit,
+            clipped,
+        )?;
         Ok(())
     })?;
     Ok(Figure::drawn(5, SLUG, TITLE, caption, svg))
@@ -127,7 +183,13 @@ fn panel(
     let gx = ox + 72;
     let gy = oy + 30;
     // Title with a colour key for the config.
-    style::glyph(root, (ox + 30, oy + 12), style::Glyph::Dot, ctx.color(config), 5)?;
+    style::glyph(
+        root,
+        (ox + 30, oy + 12),
+        style::Glyph::Dot,
+        ctx.color(config),
+        5,
+    )?;
     style::label(
         root,
         &style::clip(config, 26),
@@ -167,7 +229,8 @@ fn panel(
             match t {
                 Some(v) if v.value.est.is_finite() => {
                     let fill = diverging(v.value.est, limit);
-                    root.draw(&Rectangle::new(rect, fill.filled())).map_err(style::err)?;
+                    root.draw(&Rectangle::new(rect, fill.filled()))
+                        .map_err(style::err)?;
                     if v.value.above(0.0) || v.value.below(0.0) {
                         root.draw(&Rectangle::new(
                             [(x0 + 2, y0 + 2), (x0 + CELL_W - 2, y0 + CELL_H - 2)],
@@ -175,7 +238,11 @@ fn panel(
                         ))
                         .map_err(style::err)?;
                     }
-                    let ink = if style::luminance(fill) < 0.33 { style::BG } else { style::INK };
+                    let ink = if style::luminance(fill) < 0.33 {
+                        style::BG
+                    } else {
+                        style::INK
+                    };
                     let cx = x0 + CELL_W / 2;
                     style::label(
                         root,
@@ -188,11 +255,20 @@ fn panel(
                     )?;
                     if let (Some(lo), Some(hi)) = (v.value.lo, v.value.hi) {
                         let ci = format!("[{}, {}]", short_num(lo), short_num(hi));
-                        style::label(root, &ci, (cx, y0 + 35), 12.0, ink, HPos::Center, VPos::Center)?;
+                        style::label(
+                            root,
+                            &ci,
+                            (cx, y0 + 35),
+                            12.0,
+                            ink,
+                            HPos::Center,
+                            VPos::Center,
+                        )?;
                     }
                 }
                 _ => {
-                    root.draw(&Rectangle::new(rect, style::GRID_LIGHT.filled())).map_err(style::err)?;
+                    root.draw(&Rectangle::new(rect, style::GRID_LIGHT.filled()))
+                        .map_err(style::err)?;
                     style::label(
                         root,
                         "n/a",
@@ -209,27 +285,60 @@ fn panel(
     let yb = gy + inputs.len() as i32 * CELL_H;
     for (col, &out) in outputs.iter().enumerate() {
         let cx = gx + col as i32 * CELL_W + CELL_W / 2;
-        style::label(root, &out.to_string(), (cx, yb + 10), style::TICK_SIZE, style::INK, HPos::Center, VPos::Center)?;
+        style::label(
+            root,
+            &out.to_string(),
+            (cx, yb + 10),
+            style::TICK_SIZE,
+            style::INK,
+            HPos::Center,
+            VPos::Center,
+        )?;
     }
     let mid = gx + outputs.len() as i32 * CELL_W / 2;
-    style::label(root, "output tokens", (mid, yb + 28), style::SMALL_SIZE, style::MUTED, HPos::Center, VPos::Center)?;
+    style::label(
+        root,
+        "output tokens",
+        (mid, yb + 28),
+        style::SMALL_SIZE,
+        style::MUTED,
+        HPos::Center,
+        VPos::Center,
+    )?;
     Ok(())
 }
 
 /// `+42%` (no decimals above 10%).
 fn short_pct(v: f64) -> String {
     let p = v * 100.0;
-    let body = if p.abs() >= 9.95 { fmt::fixed(p, 0) } else { fmt::fixed(p, 1) };
-    if body.starts_with('-') || body == "0" || body == "0.0" { format!("{body}%") } else { format!("+{body}%") }
+    let body = if p.abs() >= 9.95 {
+        fmt::fixed(p, 0)
+    } else {
+        fmt::fixed(p, 1)
+    };
+    if body.starts_with('-') || body == "0" || body == "0.0" {
+        format!("{body}%")
+    } else {
+        format!("+{body}%")
+    }
 }
 
 /// CI bounds in percent without the sign noise: `35`, `-2.1`.
 fn short_num(v: f64) -> String {
     let p = v * 100.0;
-    if p.abs() >= 9.95 { fmt::fixed(p, 0) } else { fmt::fixed(p, 1) }
+    if p.abs() >= 9.95 {
+        fmt::fixed(p, 0)
+    } else {
+        fmt::fixed(p, 1)
+    }
 }
 
-fn colour_bar(root: &Area<'_>, (ox, oy): (i32, i32), limit: f64, clipped: bool) -> anyhow::Result<()> {
+fn colour_bar(
+    root: &Area<'_>,
+    (ox, oy): (i32, i32),
+    limit: f64,
+    clipped: bool,
+) -> anyhow::Result<()> {
     let (x0, y0, w, h) = (ox + 80, oy + 36, 22, 150);
     style::label(
         root,
@@ -246,15 +355,25 @@ fn colour_bar(root: &Area<'_>, (ox, oy): (i32, i32), limit: f64, clipped: bool) 
         let v = limit - 2.0 * limit * (i as f64 + 0.5) / steps as f64;
         let ya = y0 + (h * i) / steps;
         let yb = y0 + (h * (i + 1)) / steps;
-        root.draw(&Rectangle::new([(x0, ya), (x0 + w, yb)], diverging(v, limit).filled())).map_err(style::err)?;
-    }
-    root.draw(&Rectangle::new([(x0, y0), (x0 + w, y0 + h)], ShapeStyle::from(&style::MUTED).stroke_width(1)))
+        root.draw(&Rectangle::new(
+            [(x0, ya), (x0 + w, yb)],
+            diverging(v, limit).filled(),
+        ))
         .map_err(style::err)?;
+    }
+    root.draw(&Rectangle::new(
+        [(x0, y0), (x0 + w, y0 + h)],
+        ShapeStyle::from(&style::MUTED).stroke_width(1),
+    ))
+    .map_err(style::err)?;
     for k in 0..=4 {
         let v = limit - limit * k as f64 / 2.0;
         let y = y0 + h * k / 4;
-        root.draw(&PathElement::new(vec![(x0 + w, y), (x0 + w + 5, y)], ShapeStyle::from(&style::MUTED)))
-            .map_err(style::err)?;
+        root.draw(&PathElement::new(
+            vec![(x0 + w, y), (x0 + w + 5, y)],
+            ShapeStyle::from(&style::MUTED),
+        ))
+        .map_err(style::err)?;
         let text = if v.abs() < 1e-12 {
             "0% (= plain)".to_owned()
         } else if clipped && (k == 0 || k == 4) {
@@ -262,7 +381,15 @@ fn colour_bar(root: &Area<'_>, (ox, oy): (i32, i32), limit: f64, clipped: bool) 
         } else {
             short_pct(v)
         };
-        style::label(root, &text, (x0 + w + 9, y), style::TICK_SIZE, style::INK, HPos::Left, VPos::Center)?;
+        style::label(
+            root,
+            &text,
+            (x0 + w + 9, y),
+            style::TICK_SIZE,
+            style::INK,
+            HPos::Left,
+            VPos::Center,
+        )?;
     }
     style::label(
         root,

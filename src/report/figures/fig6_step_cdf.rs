@@ -15,7 +15,10 @@ pub const TITLE: &str = "Figure 6. Per-step latency CDF at ref_safe (Phase A)";
 const MAX_POINTS: usize = 500;
 
 pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
-    let rs = ctx.ref_safe().map_or_else(|| "ref_safe".to_owned(), |r| format!("{} req/s", fmt::rate(r)));
+    let rs = ctx.ref_safe().map_or_else(
+        || "ref_safe".to_owned(),
+        |r| format!("{} req/s", fmt::rate(r)),
+    );
     let caption = format!(
         "Empirical CDF of engine step duration (schedule() entry to the end of update_from_output, from the \
          step-timing plugin) in the Phase A cell at ref_safe ({rs}), one line per config; log x axis in \
@@ -23,7 +26,13 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
          each step costs."
     );
     if !ctx.r.summary.dataset.step_timing_available {
-        return Ok(Figure::dropped(6, SLUG, TITLE, caption, step_timing_note(ctx)));
+        return Ok(Figure::dropped(
+            6,
+            SLUG,
+            TITLE,
+            caption,
+            step_timing_note(ctx),
+        ));
     }
     let series: Vec<(String, &Vec<f64>)> = ctx
         .configs
@@ -37,19 +46,30 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
             SLUG,
             TITLE,
             caption,
-            "Step timing is marked available, but no step durations were recorded at ref_safe.".to_owned(),
+            "Step timing is marked available, but no step durations were recorded at ref_safe."
+                .to_owned(),
         ));
     }
     let clean: Vec<(String, Vec<f64>)> = series
         .into_iter()
         .map(|(c, v)| {
-            let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite() && *x > 0.0).collect();
+            let mut v: Vec<f64> = v
+                .iter()
+                .copied()
+                .filter(|x| x.is_finite() && *x > 0.0)
+                .collect();
             v.sort_by(f64::total_cmp);
             (c, v)
         })
         .collect();
-    let lo = clean.iter().map(|(_, v)| v[0]).fold(f64::INFINITY, f64::min);
-    let hi = clean.iter().map(|(_, v)| v[v.len() - 1]).fold(0.0f64, f64::max);
+    let lo = clean
+        .iter()
+        .map(|(_, v)| v[0])
+        .fold(f64::INFINITY, f64::min);
+    let hi = clean
+        .iter()
+        .map(|(_, v)| v[v.len() - 1])
+        .fold(0.0f64, f64::max);
     let x = Axis::log10(lo, hi.max(lo * 1.5));
     let mut y = Axis::linear(0.0, 1.0, 4, true, Labels::Unit);
     y.lo = 0.0;
@@ -58,13 +78,28 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
     let svg = style::svg(38 + 460, |root| {
         let body = style::titled(root, TITLE)?;
         let (left, _) = body.split_horizontally(left_w);
-        let chart =
-            style::frame(&left, &x, &y, "engine step duration (us, log scale)", "fraction of steps <= x", 70, 50)?;
+        let chart = style::frame(
+            &left,
+            &x,
+            &y,
+            "engine step duration (us, log scale)",
+            "fraction of steps <= x",
+            70,
+            50,
+        )?;
         let px = |a: f64, b: f64| chart.backend_coord(&(a, b));
         for (q, name) in [(0.5, "p50"), (0.9, "p90")] {
             style::dashed(root, px(x.lo, q), px(x.hi, q), style::MUTED, 1)?;
             let (xr, yq) = px(x.hi, q);
-            style::label(root, name, (xr - 4, yq - 3), style::SMALL_SIZE, style::MUTED, HPos::Right, VPos::Bottom)?;
+            style::label(
+                root,
+                name,
+                (xr - 4, yq - 3),
+                style::SMALL_SIZE,
+                style::MUTED,
+                HPos::Right,
+                VPos::Bottom,
+            )?;
         }
         for (c, v) in &clean {
             let color = ctx.color(c);
@@ -81,11 +116,17 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                 path.push(px(xv, f));
                 prev_f = f;
             }
-            root.draw(&PathElement::new(path, ShapeStyle::from(&color).stroke_width(2))).map_err(style::err)?;
+            root.draw(&PathElement::new(
+                path,
+                ShapeStyle::from(&color).stroke_width(2),
+            ))
+            .map_err(style::err)?;
         }
-        let mut rows: Vec<(Key, String)> = vec![(Key::Heading, "config (steps)".to_owned())];
+        let mut rows: Vec<(Key, String)> = vec![(Key::Heading, "config".to_owned())];
         rows.extend(
-            clean.iter().map(|(c, v)| (Key::Series(ctx.color(c)), format!("{} ({})", style::clip(c, 22), v.len()))),
+            clean
+                .iter()
+                .map(|(c, _)| (Key::Series(ctx.color(c)), style::clip(c, 24))),
         );
         style::legend(root, left_w as i32 + 8, 38 + 8, &rows)?;
         Ok(())

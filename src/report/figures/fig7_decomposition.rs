@@ -30,11 +30,15 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
     if !ctx.r.summary.dataset.step_timing_available {
         let mut note = step_timing_note(ctx);
         if ctx.tax(NOOP, TaxContext::RefSafe).is_none() {
-            note.push_str(" noop_connector did not run either, which alone also drops this figure.");
+            note.push_str(
+                " noop_connector did not run either, which alone also drops this figure.",
+            );
         }
         return Ok(Figure::dropped(7, SLUG, TITLE, caption, note));
     }
-    let noop = ctx.tax(NOOP, TaxContext::RefSafe).and_then(|t| t.ttft_p90.as_ref());
+    let noop = ctx
+        .tax(NOOP, TaxContext::RefSafe)
+        .and_then(|t| t.ttft_p90.as_ref());
     let Some(noop) = noop else {
         let why = match ctx.skip_reason(NOOP) {
             Some(r) => format!("noop_connector did not run ({r})"),
@@ -74,11 +78,19 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         .iter()
         .flat_map(|(_, t, ci)| [Some(*t), ci.map(|c| c.0), ci.map(|c| c.1)])
         .flatten()
-        .chain([Some(f), noop.value.lo, noop.value.hi].into_iter().flatten());
+        .chain(
+            [Some(f), noop.value.lo, noop.value.hi]
+                .into_iter()
+                .flatten(),
+        );
     let (lo, hi) = min_max(vals).unwrap_or((0.0, 0.1));
     let span = (hi - lo).max(0.01);
     let x = Axis::linear(lo, hi + span * 0.5, 7, true, Labels::Percent);
-    let names: Vec<String> = rows.iter().rev().map(|(c, _, _)| style::clip(c, 24)).collect();
+    let names: Vec<String> = rows
+        .iter()
+        .rev()
+        .map(|(c, _, _)| style::clip(c, 24))
+        .collect();
     let y = Axis::categories(names);
     let n = rows.len();
     let height = 38 + 32 + n as u32 * SLOT_H + 64;
@@ -89,40 +101,89 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         let mut lx = 200;
         let grey = style::PALETTE[1];
         let text = format!("framework = tax(noop_connector) = {}", fmt::pct(f));
-        root.draw(&Rectangle::new([(lx, ly - 7), (lx + 22, ly + 7)], grey.filled())).map_err(style::err)?;
-        style::label(root, &text, (lx + 30, ly), style::TICK_SIZE, style::INK, HPos::Left, VPos::Center)?;
+        root.draw(&Rectangle::new(
+            [(lx, ly - 7), (lx + 22, ly + 7)],
+            grey.filled(),
+        ))
+        .map_err(style::err)?;
+        style::label(
+            root,
+            &text,
+            (lx + 30, ly),
+            style::TICK_SIZE,
+            style::INK,
+            HPos::Left,
+            VPos::Center,
+        )?;
         lx += 30 + style::text_width(&text, style::TICK_SIZE) + 30;
         // The implementation share is drawn in each config's colour: a striped key says so.
         for (k, c) in rows.iter().take(3).enumerate() {
             let x0 = lx + 8 * k as i32;
-            root.draw(&Rectangle::new([(x0, ly - 7), (x0 + 8, ly + 7)], ctx.color(&c.0).filled()))
-                .map_err(style::err)?;
+            root.draw(&Rectangle::new(
+                [(x0, ly - 7), (x0 + 8, ly + 7)],
+                ctx.color(&c.0).filled(),
+            ))
+            .map_err(style::err)?;
         }
         let text = "implementation = tax(config) - tax(noop), config colour";
-        style::label(root, text, (lx + 30, ly), style::TICK_SIZE, style::INK, HPos::Left, VPos::Center)?;
-        let chart = style::frame(&rest, &x, &y, "TTFT p90 tax vs plain at ref_safe (%)", "", 190, 46)?;
+        style::label(
+            root,
+            text,
+            (lx + 30, ly),
+            style::TICK_SIZE,
+            style::INK,
+            HPos::Left,
+            VPos::Center,
+        )?;
+        let chart = style::frame(
+            &rest,
+            &x,
+            &y,
+            "TTFT p90 tax vs plain at ref_safe (%)",
+            "",
+            190,
+            46,
+        )?;
         let px = |a: f64, b: f64| chart.backend_coord(&(a, b));
         let (top, bottom) = (px(x.lo, y.hi).1, px(x.lo, y.lo).1);
         // noop's CI as a band, its estimate as a line.
         if let (Some(l), Some(h)) = (noop.value.lo, noop.value.hi) {
             let (xl, xh) = (px(l, 0.0).0, px(h, 0.0).0);
-            root.draw(&Rectangle::new([(xl, top), (xh, bottom)], style::tint(grey, 0.8).filled()))
-                .map_err(style::err)?;
+            root.draw(&Rectangle::new(
+                [(xl, top), (xh, bottom)],
+                style::tint(grey, 0.8).filled(),
+            ))
+            .map_err(style::err)?;
         }
         let xf = px(f, 0.0).0;
         style::dashed(root, (xf, top), (xf, bottom), grey, 1)?;
         let zero = px(0.0, 0.0).0;
-        root.draw(&PathElement::new(vec![(zero, top), (zero, bottom)], ShapeStyle::from(&style::INK)))
-            .map_err(style::err)?;
+        root.draw(&PathElement::new(
+            vec![(zero, top), (zero, bottom)],
+            ShapeStyle::from(&style::INK),
+        ))
+        .map_err(style::err)?;
         for (i, (c, t, ci)) in rows.iter().enumerate() {
             let row = (n - 1 - i) as f64;
             let color = ctx.color(c);
             let (x0, y0) = px(0.0, row + 0.3);
             let (x1, y1) = px(f, row - 0.3);
-            root.draw(&Rectangle::new([(x0.min(x1), y0), (x0.max(x1), y1)], grey.filled())).map_err(style::err)?;
+            root.draw(&Rectangle::new(
+                [(x0.min(x1), y0), (x0.max(x1), y1)],
+                grey.filled(),
+            ))
+            .map_err(style::err)?;
             let x2 = px(*t, 0.0).0;
-            let impl_style = if *t >= f { color.filled() } else { style::tint(color, 0.5).filled() };
-            root.draw(&Rectangle::new([(x1.min(x2), y0), (x1.max(x2), y1)], impl_style)).map_err(style::err)?;
+            let impl_style = if *t >= f {
+                color.filled()
+            } else {
+                style::tint(color, 0.5).filled()
+            };
+            root.draw(&Rectangle::new(
+                [(x1.min(x2), y0), (x1.max(x2), y1)],
+                impl_style,
+            ))
+            .map_err(style::err)?;
             let yc = (y0 + y1) / 2;
             let mut right = x0.max(x1).max(x2);
             if let Some((l, h)) = ci {
@@ -130,8 +191,21 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                 style::hbar(root, yc, xl, xh, style::INK, 5)?;
                 right = right.max(xh);
             }
-            let text = format!("{}: framework {}, impl. {}", fmt::pct(*t), fmt::pct(f), fmt::pct(t - f));
-            style::label(root, &text, (right + 6, yc), style::SMALL_SIZE, style::INK, HPos::Left, VPos::Center)?;
+            let text = format!(
+                "{}: framework {}, impl. {}",
+                fmt::pct(*t),
+                fmt::pct(f),
+                fmt::pct(t - f)
+            );
+            style::label(
+                root,
+                &text,
+                (right + 6, yc),
+                style::SMALL_SIZE,
+                style::INK,
+                HPos::Left,
+                VPos::Center,
+            )?;
         }
         Ok(())
     })?;

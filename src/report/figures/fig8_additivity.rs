@@ -31,7 +31,11 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         .to_owned();
     let missing: Vec<String> = [A, B, M]
         .iter()
-        .filter(|c| ctx.tax(c, TaxContext::RefSafe).and_then(|t| t.ttft_p90.as_ref()).is_none())
+        .filter(|c| {
+            ctx.tax(c, TaxContext::RefSafe)
+                .and_then(|t| t.ttft_p90.as_ref())
+                .is_none()
+        })
         .map(|c| match ctx.skip_reason(c) {
             Some(r) => format!("{c} (skipped: {r})"),
             None => format!("{c} (no tax at ref_safe)"),
@@ -43,21 +47,46 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
             SLUG,
             TITLE,
             caption,
-            format!("H4 needs all three of {A}, {B} and {M}; missing: {}. Figure 8 is not drawn.", missing.join("; ")),
+            format!(
+                "H4 needs all three of {A}, {B} and {M}; missing: {}. Figure 8 is not drawn.",
+                missing.join("; ")
+            ),
         ));
     }
     let svg = style::svg(38 + 2 * PANEL_H, |root| {
         let body = style::titled(root, TITLE)?;
         let (top, bottom) = body.split_vertically(PANEL_H);
-        panel(root, &top, ctx, |t| t.ttft_p90.as_ref(), "TTFT p90 tax vs plain (%)")?;
-        panel(root, &bottom, ctx, |t| t.tpot_p90.as_ref(), "TPOT p90 tax vs plain (%)")?;
+        panel(
+            root,
+            &top,
+            ctx,
+            |t| t.ttft_p90.as_ref(),
+            "TTFT p90 tax vs plain (%)",
+        )?;
+        panel(
+            root,
+            &bottom,
+            ctx,
+            |t| t.tpot_p90.as_ref(),
+            "TPOT p90 tax vs plain (%)",
+        )?;
         Ok(())
     })?;
     Ok(Figure::drawn(8, SLUG, TITLE, caption, svg))
 }
 
-fn panel(root: &Area<'_>, area: &Area<'_>, ctx: &Ctx<'_>, metric: Metric, y_desc: &str) -> anyhow::Result<()> {
-    let get = |c: &str| ctx.tax(c, TaxContext::RefSafe).and_then(metric).map(|v| v.value);
+fn panel(
+    root: &Area<'_>,
+    area: &Area<'_>,
+    ctx: &Ctx<'_>,
+    metric: Metric,
+    y_desc: &str,
+) -> anyhow::Result<()> {
+    let get = |c: &str| {
+        ctx.tax(c, TaxContext::RefSafe)
+            .and_then(metric)
+            .map(|v| v.value)
+    };
     let (a, b, m) = (get(A), get(B), get(M));
     let sum = match (a, b) {
         (Some(a), Some(b)) => Some(Estimate {
@@ -85,7 +114,8 @@ fn panel(root: &Area<'_>, area: &Area<'_>, ctx: &Ctx<'_>, metric: Metric, y_desc
     let (left, right) = (px(x.lo, 0.0).0, px(x.hi, 0.0).0);
     if let Some((b0, b1)) = band {
         let (y0, y1) = (px(0.0, b0.min(b1)).1, px(0.0, b0.max(b1)).1);
-        root.draw(&Rectangle::new([(left, y1), (right, y0)], BAND.filled())).map_err(style::err)?;
+        root.draw(&Rectangle::new([(left, y1), (right, y0)], BAND.filled()))
+            .map_err(style::err)?;
         style::dashed(root, (left, y0), (right, y0), style::MUTED, 1)?;
         style::dashed(root, (left, y1), (right, y1), style::MUTED, 1)?;
         style::label(
@@ -99,8 +129,11 @@ fn panel(root: &Area<'_>, area: &Area<'_>, ctx: &Ctx<'_>, metric: Metric, y_desc
         )?;
     }
     let zero = px(0.0, 0.0).1;
-    root.draw(&PathElement::new(vec![(left, zero), (right, zero)], ShapeStyle::from(&style::INK)))
-        .map_err(style::err)?;
+    root.draw(&PathElement::new(
+        vec![(left, zero), (right, zero)],
+        ShapeStyle::from(&style::INK),
+    ))
+    .map_err(style::err)?;
     for (i, (name, e)) in bars.iter().enumerate() {
         let xi = i as f64;
         let Some(e) = e else {
@@ -121,14 +154,23 @@ fn panel(root: &Area<'_>, area: &Area<'_>, ctx: &Ctx<'_>, metric: Metric, y_desc
             let (ea, eb) = (a.map_or(0.0, |v| v.est), b.map_or(0.0, |v| v.est));
             let ya = px(0.0, ea).1;
             let yab = px(0.0, ea + eb).1;
-            root.draw(&Rectangle::new([(x0, zero.min(ya)), (x1, zero.max(ya))], ctx.color(A).filled()))
-                .map_err(style::err)?;
-            root.draw(&Rectangle::new([(x0, ya.min(yab)), (x1, ya.max(yab))], ctx.color(B).filled()))
-                .map_err(style::err)?;
+            root.draw(&Rectangle::new(
+                [(x0, zero.min(ya)), (x1, zero.max(ya))],
+                ctx.color(A).filled(),
+            ))
+            .map_err(style::err)?;
+            root.draw(&Rectangle::new(
+                [(x0, ya.min(yab)), (x1, ya.max(yab))],
+                ctx.color(B).filled(),
+            ))
+            .map_err(style::err)?;
         } else {
             let yv = px(0.0, e.est).1;
-            root.draw(&Rectangle::new([(x0, zero.min(yv)), (x1, zero.max(yv))], ctx.color(name).filled()))
-                .map_err(style::err)?;
+            root.draw(&Rectangle::new(
+                [(x0, zero.min(yv)), (x1, zero.max(yv))],
+                ctx.color(name).filled(),
+            ))
+            .map_err(style::err)?;
         }
         let xc = (x0 + x1) / 2;
         let mut top = px(0.0, e.est).1.min(zero);
@@ -137,7 +179,15 @@ fn panel(root: &Area<'_>, area: &Area<'_>, ctx: &Ctx<'_>, metric: Metric, y_desc
             style::vbar(root, xc, yl, yh, style::INK, 6)?;
             top = top.min(yh);
         }
-        style::label(root, &fmt::pct(e.est), (xc, top - 5), style::TICK_SIZE, style::INK, HPos::Center, VPos::Bottom)?;
+        style::label(
+            root,
+            &fmt::pct(e.est),
+            (xc, top - 5),
+            style::TICK_SIZE,
+            style::INK,
+            HPos::Center,
+            VPos::Bottom,
+        )?;
     }
     Ok(())
 }

@@ -44,10 +44,30 @@ impl Figure {
         format!("{}.svg", self.slug)
     }
     fn drawn(number: u8, slug: &'static str, title: &str, caption: String, svg: String) -> Figure {
-        Figure { number, slug, title: title.to_owned(), caption, svg: Some(svg), note: None }
+        Figure {
+            number,
+            slug,
+            title: title.to_owned(),
+            caption,
+            svg: Some(svg),
+            note: None,
+        }
     }
-    fn dropped(number: u8, slug: &'static str, title: &str, caption: String, why: String) -> Figure {
-        Figure { number, slug, title: title.to_owned(), caption, svg: None, note: Some(why) }
+    fn dropped(
+        number: u8,
+        slug: &'static str,
+        title: &str,
+        caption: String,
+        why: String,
+    ) -> Figure {
+        Figure {
+            number,
+            slug,
+            title: title.to_owned(),
+            caption,
+            svg: None,
+            note: Some(why),
+        }
     }
 }
 
@@ -75,7 +95,10 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub fn new(r: &'a AnalysisResult) -> Self {
-        Ctx { r, configs: super::all_configs(r) }
+        Ctx {
+            r,
+            configs: super::all_configs(r),
+        }
     }
 
     pub fn color(&self, config: &str) -> plotters::style::RGBColor {
@@ -97,17 +120,29 @@ impl<'a> Ctx<'a> {
 
     /// Configs with Phase A data, in palette order.
     pub fn phase_a_configs(&self) -> Vec<String> {
-        self.configs.iter().filter(|c| !self.phase_a(c).is_empty()).cloned().collect()
+        self.configs
+            .iter()
+            .filter(|c| !self.phase_a(c).is_empty())
+            .cloned()
+            .collect()
     }
 
     /// The tax of a config at `ref_safe` / `ref_load`.
     pub fn tax(&self, config: &str, ctx: TaxContext) -> Option<&'a Tax> {
-        self.r.summary.taxes.iter().find(|t| t.config == config && t.context == ctx)
+        self.r
+            .summary
+            .taxes
+            .iter()
+            .find(|t| t.config == config && t.context == ctx)
     }
 
     /// Non-plain configs, palette order.
     pub fn non_plain(&self) -> Vec<String> {
-        self.configs.iter().filter(|c| *c != "plain").cloned().collect()
+        self.configs
+            .iter()
+            .filter(|c| *c != "plain")
+            .cloned()
+            .collect()
     }
 
     pub fn ref_safe(&self) -> Option<f64> {
@@ -119,6 +154,11 @@ impl<'a> Ctx<'a> {
 
     /// Why a config has no data (pre-flight skip reason), if recorded.
     pub fn skip_reason(&self, config: &str) -> Option<&'a str> {
-        self.r.summary.dataset.skipped.get(config).map(String::as_str)
+        self.r
+            .summary
+            .dataset
+            .skipped
+            .get(config)
+            .map(String::as_str)
     }
 }

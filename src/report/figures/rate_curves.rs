@@ -35,23 +35,42 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
     let series: Vec<Series<'_>> = ctx
         .phase_a_configs()
         .into_iter()
-        .map(|c| Series { color: ctx.color(&c), cells: ctx.phase_a(&c), config: c })
+        .map(|c| Series {
+            color: ctx.color(&c),
+            cells: ctx.phase_a(&c),
+            config: c,
+        })
         .filter(|s| s.cells.iter().any(|c| (spec.metric)(c).is_some()))
         .collect();
     if series.is_empty() {
         return Ok(None);
     }
-    let rates: Vec<f64> = series.iter().flat_map(|s| s.cells.iter().map(|c| c.rate)).collect();
+    let rates: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.cells.iter().map(|c| c.rate))
+        .collect();
     let x = Axis::log2_at(&rates);
     let ys = series.iter().flat_map(|s| {
-        s.cells.iter().filter_map(|c| (spec.metric)(c)).flat_map(|e| [Some(e.est), e.lo, e.hi]).flatten()
+        s.cells
+            .iter()
+            .filter_map(|c| (spec.metric)(c))
+            .flat_map(|e| [Some(e.est), e.lo, e.hi])
+            .flatten()
     });
     let (ymin, ymax) = min_max(ys.filter(|v| *v > 0.0)).unwrap_or((1.0, 10.0));
     let log_y = ymax / ymin > 8.0;
-    let y = if log_y { Axis::log10(ymin, ymax) } else { Axis::linear(ymin, ymax, 6, false, Labels::Number) };
+    let y = if log_y {
+        Axis::log10(ymin, ymax)
+    } else {
+        Axis::linear(ymin, ymax, 6, false, Labels::Number)
+    };
     let y_desc = format!("{}{})", spec.y_desc, if log_y { ", log scale" } else { "" });
     let n = series.len();
-    let strip_h: u32 = if spec.strip { 30 + n as u32 * ROW_H as u32 + 58 } else { 0 };
+    let strip_h: u32 = if spec.strip {
+        30 + n as u32 * ROW_H as u32 + 58
+    } else {
+        0
+    };
     let height = 38 + MAIN_H + strip_h + 6;
     let left_w = style::WIDTH - style::LEGEND_W;
 
@@ -59,8 +78,20 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
         let body = style::titled(root, spec.title)?;
         let (left, _right) = body.split_horizontally(left_w);
         let (main_area, strip_area) = left.split_vertically(MAIN_H);
-        let x_desc = if spec.strip { "" } else { "offered rate (req/s, log2 scale)" };
-        let chart = style::frame(&main_area, &x, &y, x_desc, &y_desc, 80, if spec.strip { 32 } else { 50 })?;
+        let x_desc = if spec.strip {
+            ""
+        } else {
+            "offered rate (req/s, log2 scale)"
+        };
+        let chart = style::frame(
+            &main_area,
+            &x,
+            &y,
+            x_desc,
+            &y_desc,
+            80,
+            if spec.strip { 32 } else { 50 },
+        )?;
         let px = |xv: f64, yv: f64| chart.backend_coord(&(xv, yv));
         let (plot_top, plot_bottom) = (px(x.lo, y.hi).1, px(x.lo, y.lo).1);
 
@@ -71,7 +102,15 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
             let (head, strip_chart_area) = strip_area.split_vertically(30);
             let mut cats = Axis::categories(vec![String::new(); n]);
             cats.ticks.clear();
-            let strip = style::frame(&strip_chart_area, &x, &cats, "offered rate (req/s, log2 scale)", "", 80, 50)?;
+            let strip = style::frame(
+                &strip_chart_area,
+                &x,
+                &cats,
+                "offered rate (req/s, log2 scale)",
+                "",
+                80,
+                50,
+            )?;
             let (hx, hy) = (80 + 14, 38 + MAIN_H as i32 + 16);
             let _ = head;
             style::label(
@@ -83,14 +122,23 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
                 HPos::Left,
                 VPos::Center,
             )?;
-            let mut gx = hx + style::text_width("Saturation criteria that fired:", style::TICK_SIZE) + 22;
+            let mut gx =
+                hx + style::text_width("Saturation criteria that fired:", style::TICK_SIZE) + 22;
             for (g, text) in [
                 (Glyph::Cross, "throughput < 95% of offered"),
                 (Glyph::Square, "waiting p50 > 1"),
                 (Glyph::Triangle, "TTFT p90 growth > 1.5x"),
             ] {
                 style::glyph(root, (gx, hy), g, style::INK, 4)?;
-                style::label(root, text, (gx + 10, hy), style::SMALL_SIZE, style::INK, HPos::Left, VPos::Center)?;
+                style::label(
+                    root,
+                    text,
+                    (gx + 10, hy),
+                    style::SMALL_SIZE,
+                    style::INK,
+                    HPos::Left,
+                    VPos::Center,
+                )?;
                 gx += 10 + style::text_width(text, style::SMALL_SIZE) + 24;
             }
             for (i, s) in series.iter().enumerate() {
@@ -98,7 +146,10 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
                 let ry = strip.backend_coord(&(x.lo, row)).1;
                 rows_y.push(ry);
                 // Faint row band in the config's colour.
-                let (x0, x1) = (strip.backend_coord(&(x.lo, row)).0, strip.backend_coord(&(x.hi, row)).0);
+                let (x0, x1) = (
+                    strip.backend_coord(&(x.lo, row)).0,
+                    strip.backend_coord(&(x.hi, row)).0,
+                );
                 root.draw(&Rectangle::new(
                     [(x0 + 1, ry - ROW_H / 2 + 2), (x1 - 1, ry + ROW_H / 2 - 2)],
                     style::tint(s.color, 0.9).filled(),
@@ -118,7 +169,10 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
                     }
                 }
             }
-            strip_span = Some((strip.backend_coord(&(x.lo, cats.hi)).1, strip.backend_coord(&(x.lo, cats.lo)).1));
+            strip_span = Some((
+                strip.backend_coord(&(x.lo, cats.hi)).1,
+                strip.backend_coord(&(x.lo, cats.lo)).1,
+            ));
         }
 
         // Reference rates: dashed verticals through chart and strip.
@@ -128,16 +182,32 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
             if let Some((t, b)) = strip_span {
                 style::dashed(root, (xp, t), (xp, b), style::MUTED, 1)?;
             }
-            style::label(root, &name, (xp + 4, plot_top + 4), style::SMALL_SIZE, style::MUTED, HPos::Left, VPos::Top)?;
+            style::label(
+                root,
+                &name,
+                (xp + 4, plot_top + 4),
+                style::SMALL_SIZE,
+                style::MUTED,
+                HPos::Left,
+                VPos::Top,
+            )?;
         }
 
         // Series: line, CI bars, points (hollow once saturated).
         for (i, s) in series.iter().enumerate() {
             let d = (i as f64 - (n as f64 - 1.0) / 2.0) * DODGE;
-            let pts: Vec<(f64, &CellStats, Estimate)> =
-                s.cells.iter().filter_map(|c| (spec.metric)(c).map(|e| (x.fwd(c.rate) + d, *c, e))).collect();
-            let line: Vec<(i32, i32)> = pts.iter().map(|(xv, _, e)| px(*xv, y.fwd(e.est))).collect();
-            root.draw(&PathElement::new(line, ShapeStyle::from(&s.color).stroke_width(2))).map_err(style::err)?;
+            let pts: Vec<(f64, &CellStats, Estimate)> = s
+                .cells
+                .iter()
+                .filter_map(|c| (spec.metric)(c).map(|e| (x.fwd(c.rate) + d, *c, e)))
+                .collect();
+            let line: Vec<(i32, i32)> =
+                pts.iter().map(|(xv, _, e)| px(*xv, y.fwd(e.est))).collect();
+            root.draw(&PathElement::new(
+                line,
+                ShapeStyle::from(&s.color).stroke_width(2),
+            ))
+            .map_err(style::err)?;
             for (xv, c, e) in &pts {
                 if let (Some(lo), Some(hi)) = (e.lo, e.hi) {
                     let (xp, ylo) = px(*xv, y.fwd(lo.max(y.inv(y.lo))));
@@ -153,10 +223,20 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
         // Legend column.
         let lx = left_w as i32 + 8;
         let mut rows: Vec<(Key, String)> = vec![(Key::Heading, "config".to_owned())];
-        rows.extend(series.iter().map(|s| (Key::Series(s.color), style::clip(&s.config, 24))));
+        rows.extend(
+            series
+                .iter()
+                .map(|s| (Key::Series(s.color), style::clip(&s.config, 24))),
+        );
         rows.push((Key::Heading, String::new()));
-        rows.push((Key::Mark(Glyph::Dot, style::INK), "not saturated".to_owned()));
-        rows.push((Key::Mark(Glyph::Ring, style::INK), "saturated (>= knee)".to_owned()));
+        rows.push((
+            Key::Mark(Glyph::Dot, style::INK),
+            "not saturated".to_owned(),
+        ));
+        rows.push((
+            Key::Mark(Glyph::Ring, style::INK),
+            "saturated (>= knee)".to_owned(),
+        ));
         rows.push((Key::Heading, String::new()));
         rows.push((Key::Dashed(style::MUTED), "reference rates".to_owned()));
         let after = style::legend(root, lx, 38 + 8, &rows)?;

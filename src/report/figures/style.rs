@@ -47,15 +47,22 @@ pub const PALETTE: [RGBColor; 8] = [
 ];
 
 /// Colours for configs outside the canonical eight (in order of appearance).
-const EXTRA: [RGBColor; 4] =
-    [RGBColor(0x88, 0x22, 0x55), RGBColor(0x44, 0xaa, 0x99), RGBColor(0x99, 0x99, 0x33), RGBColor(0x33, 0x22, 0x88)];
+const EXTRA: [RGBColor; 4] = [
+    RGBColor(0x88, 0x22, 0x55),
+    RGBColor(0x44, 0xaa, 0x99),
+    RGBColor(0x99, 0x99, 0x33),
+    RGBColor(0x33, 0x22, 0x88),
+];
 
 /// A config's colour: fixed by its canonical position, so it is the same in every figure.
 pub fn config_color(config: &str, all: &[String]) -> RGBColor {
     if let Some(i) = CANONICAL_CONFIGS.iter().position(|c| *c == config) {
         return PALETTE[i];
     }
-    let extras: Vec<&String> = all.iter().filter(|c| !CANONICAL_CONFIGS.contains(&c.as_str())).collect();
+    let extras: Vec<&String> = all
+        .iter()
+        .filter(|c| !CANONICAL_CONFIGS.contains(&c.as_str()))
+        .collect();
     let i = extras.iter().position(|c| *c == config).unwrap_or(0);
     EXTRA[i % EXTRA.len()]
 }
@@ -109,8 +116,12 @@ pub fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 /// Title line at the top of a figure; returns the area below it.
 pub fn titled<'a>(root: &Area<'a>, title: &str) -> anyhow::Result<Area<'a>> {
     let (top, rest) = root.split_vertically(38);
-    top.draw(&Text::new(title.to_owned(), (14, 20), font(TITLE_SIZE).pos(Pos::new(HPos::Left, VPos::Center))))
-        .map_err(err)?;
+    top.draw(&Text::new(
+        title.to_owned(),
+        (14, 20),
+        font(TITLE_SIZE).pos(Pos::new(HPos::Left, VPos::Center)),
+    ))
+    .map_err(err)?;
     Ok(rest)
 }
 
@@ -165,7 +176,13 @@ pub enum Glyph {
 }
 
 /// Draws a glyph at pixel `p` on `area` (whose coordinates are absolute pixels).
-pub fn glyph(area: &Area<'_>, p: (i32, i32), g: Glyph, color: RGBColor, r: i32) -> anyhow::Result<()> {
+pub fn glyph(
+    area: &Area<'_>,
+    p: (i32, i32),
+    g: Glyph,
+    color: RGBColor,
+    r: i32,
+) -> anyhow::Result<()> {
     let (x, y) = p;
     let stroke = ShapeStyle::from(&color).stroke_width(2);
     match g {
@@ -175,17 +192,35 @@ pub fn glyph(area: &Area<'_>, p: (i32, i32), g: Glyph, color: RGBColor, r: i32) 
             area.draw(&Circle::new(p, r, stroke))
         }
         Glyph::Cross => {
-            area.draw(&PathElement::new(vec![(x - r, y - r), (x + r, y + r)], stroke)).map_err(err)?;
-            area.draw(&PathElement::new(vec![(x - r, y + r), (x + r, y - r)], stroke))
+            area.draw(&PathElement::new(
+                vec![(x - r, y - r), (x + r, y + r)],
+                stroke,
+            ))
+            .map_err(err)?;
+            area.draw(&PathElement::new(
+                vec![(x - r, y + r), (x + r, y - r)],
+                stroke,
+            ))
         }
         Glyph::Square => area.draw(&Rectangle::new([(x - r, y - r), (x + r, y + r)], stroke)),
         Glyph::Triangle => area.draw(&PathElement::new(
-            vec![(x, y - r - 1), (x + r + 1, y + r), (x - r - 1, y + r), (x, y - r - 1)],
+            vec![
+                (x, y - r - 1),
+                (x + r + 1, y + r),
+                (x - r - 1, y + r),
+                (x, y - r - 1),
+            ],
             stroke,
         )),
-        Glyph::Diamond => {
-            area.draw(&Polygon::new(vec![(x, y - r - 1), (x + r + 1, y), (x, y + r + 1), (x - r - 1, y)], stroke))
-        }
+        Glyph::Diamond => area.draw(&Polygon::new(
+            vec![
+                (x, y - r - 1),
+                (x + r + 1, y),
+                (x, y + r + 1),
+                (x - r - 1, y),
+            ],
+            stroke,
+        )),
     }
     .map_err(err)
 }
@@ -215,18 +250,31 @@ pub fn legend(area: &Area<'_>, x: i32, y: i32, rows: &[(Key, String)]) -> anyhow
         let cy = yy + 9;
         match key {
             Key::Series(c) => {
-                area.draw(&PathElement::new(vec![(x, cy), (x + 26, cy)], ShapeStyle::from(c).stroke_width(3)))
-                    .map_err(err)?;
+                area.draw(&PathElement::new(
+                    vec![(x, cy), (x + 26, cy)],
+                    ShapeStyle::from(c).stroke_width(3),
+                ))
+                .map_err(err)?;
                 glyph(area, (x + 13, cy), Glyph::Dot, *c, 4)?;
             }
             Key::Line(c) => {
-                area.draw(&PathElement::new(vec![(x, cy), (x + 26, cy)], ShapeStyle::from(c).stroke_width(2)))
-                    .map_err(err)?;
+                area.draw(&PathElement::new(
+                    vec![(x, cy), (x + 26, cy)],
+                    ShapeStyle::from(c).stroke_width(2),
+                ))
+                .map_err(err)?;
             }
             Key::Swatch(c, a) => {
-                area.draw(&Rectangle::new([(x + 3, cy - 7), (x + 23, cy + 7)], c.mix(*a).filled())).map_err(err)?;
-                area.draw(&Rectangle::new([(x + 3, cy - 7), (x + 23, cy + 7)], ShapeStyle::from(c).stroke_width(1)))
-                    .map_err(err)?;
+                area.draw(&Rectangle::new(
+                    [(x + 3, cy - 7), (x + 23, cy + 7)],
+                    c.mix(*a).filled(),
+                ))
+                .map_err(err)?;
+                area.draw(&Rectangle::new(
+                    [(x + 3, cy - 7), (x + 23, cy + 7)],
+                    ShapeStyle::from(c).stroke_width(1),
+                ))
+                .map_err(err)?;
             }
             Key::Mark(g, c) => glyph(area, (x + 13, cy), *g, *c, 5)?,
             Key::Dashed(c) => {
@@ -244,7 +292,12 @@ pub fn legend(area: &Area<'_>, x: i32, y: i32, rows: &[(Key, String)]) -> anyhow
             Key::Heading => (x, font(LABEL_SIZE)),
             _ => (x + 34, font(TICK_SIZE)),
         };
-        area.draw(&Text::new(label.clone(), (tx, cy), st.pos(Pos::new(HPos::Left, VPos::Center)))).map_err(err)?;
+        area.draw(&Text::new(
+            label.clone(),
+            (tx, cy),
+            st.pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(err)?;
         yy += 22;
     }
     Ok(yy)
@@ -253,8 +306,11 @@ pub fn legend(area: &Area<'_>, x: i32, y: i32, rows: &[(Key, String)]) -> anyhow
 /// A note drawn in place of a panel that has no data.
 pub fn empty_panel(area: &Area<'_>, text: &str) -> anyhow::Result<()> {
     let (w, h) = area.dim_in_pixel();
-    area.draw(&Rectangle::new([(4, 4), (w as i32 - 4, h as i32 - 4)], ShapeStyle::from(&GRID_BOLD).stroke_width(1)))
-        .map_err(err)?;
+    area.draw(&Rectangle::new(
+        [(4, 4), (w as i32 - 4, h as i32 - 4)],
+        ShapeStyle::from(&GRID_BOLD).stroke_width(1),
+    ))
+    .map_err(err)?;
     area.draw(&Text::new(
         text.to_owned(),
         (w as i32 / 2, h as i32 / 2),
@@ -268,38 +324,78 @@ pub fn empty_panel(area: &Area<'_>, text: &str) -> anyhow::Result<()> {
 pub fn luminance(c: RGBColor) -> f64 {
     let f = |v: u8| {
         let v = v as f64 / 255.0;
-        if v <= 0.04045 { v / 12.92 } else { ((v + 0.055) / 1.055).powf(2.4) }
+        if v <= 0.04045 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
     };
     0.2126 * f(c.0) + 0.7152 * f(c.1) + 0.0722 * f(c.2)
 }
 
 /// A lighter tint of a colour (mix with white), as an opaque colour.
 pub fn tint(c: RGBColor, amount: f64) -> RGBColor {
-    let m = |v: u8| (v as f64 + (255.0 - v as f64) * amount).round().clamp(0.0, 255.0) as u8;
+    let m = |v: u8| {
+        (v as f64 + (255.0 - v as f64) * amount)
+            .round()
+            .clamp(0.0, 255.0) as u8
+    };
     RGBColor(m(c.0), m(c.1), m(c.2))
 }
 
 /// A vertical error bar between two pixel points with caps of half-width `cap`.
-pub fn vbar(area: &Area<'_>, x: i32, y_lo: i32, y_hi: i32, color: RGBColor, cap: i32) -> anyhow::Result<()> {
+pub fn vbar(
+    area: &Area<'_>,
+    x: i32,
+    y_lo: i32,
+    y_hi: i32,
+    color: RGBColor,
+    cap: i32,
+) -> anyhow::Result<()> {
     let s = ShapeStyle::from(&color).stroke_width(1);
-    area.draw(&PathElement::new(vec![(x, y_lo), (x, y_hi)], s)).map_err(err)?;
-    area.draw(&PathElement::new(vec![(x - cap, y_lo), (x + cap, y_lo)], s)).map_err(err)?;
-    area.draw(&PathElement::new(vec![(x - cap, y_hi), (x + cap, y_hi)], s)).map_err(err)?;
+    area.draw(&PathElement::new(vec![(x, y_lo), (x, y_hi)], s))
+        .map_err(err)?;
+    area.draw(&PathElement::new(vec![(x - cap, y_lo), (x + cap, y_lo)], s))
+        .map_err(err)?;
+    area.draw(&PathElement::new(vec![(x - cap, y_hi), (x + cap, y_hi)], s))
+        .map_err(err)?;
     Ok(())
 }
 
 /// A horizontal error bar between two pixel points with caps of half-height `cap`.
-pub fn hbar(area: &Area<'_>, y: i32, x_lo: i32, x_hi: i32, color: RGBColor, cap: i32) -> anyhow::Result<()> {
+pub fn hbar(
+    area: &Area<'_>,
+    y: i32,
+    x_lo: i32,
+    x_hi: i32,
+    color: RGBColor,
+    cap: i32,
+) -> anyhow::Result<()> {
     let s = ShapeStyle::from(&color).stroke_width(1);
-    area.draw(&PathElement::new(vec![(x_lo, y), (x_hi, y)], s)).map_err(err)?;
-    area.draw(&PathElement::new(vec![(x_lo, y - cap), (x_lo, y + cap)], s)).map_err(err)?;
-    area.draw(&PathElement::new(vec![(x_hi, y - cap), (x_hi, y + cap)], s)).map_err(err)?;
+    area.draw(&PathElement::new(vec![(x_lo, y), (x_hi, y)], s))
+        .map_err(err)?;
+    area.draw(&PathElement::new(vec![(x_lo, y - cap), (x_lo, y + cap)], s))
+        .map_err(err)?;
+    area.draw(&PathElement::new(vec![(x_hi, y - cap), (x_hi, y + cap)], s))
+        .map_err(err)?;
     Ok(())
 }
 
 /// A dashed pixel line.
-pub fn dashed(area: &Area<'_>, from: (i32, i32), to: (i32, i32), color: RGBColor, width: u32) -> anyhow::Result<()> {
-    area.draw(&DashedPathElement::new(vec![from, to], 6, 4, ShapeStyle::from(&color).stroke_width(width))).map_err(err)
+pub fn dashed(
+    area: &Area<'_>,
+    from: (i32, i32),
+    to: (i32, i32),
+    color: RGBColor,
+    width: u32,
+) -> anyhow::Result<()> {
+    area.draw(&DashedPathElement::new(
+        vec![from, to],
+        6,
+        4,
+        ShapeStyle::from(&color).stroke_width(width),
+    ))
+    .map_err(err)
 }
 
 /// Text at an absolute pixel position with an anchor.
@@ -312,5 +408,10 @@ pub fn label(
     h: HPos,
     v: VPos,
 ) -> anyhow::Result<()> {
-    area.draw(&Text::new(text.to_owned(), p, font_c(size, color).pos(Pos::new(h, v)))).map_err(err)
+    area.draw(&Text::new(
+        text.to_owned(),
+        p,
+        font_c(size, color).pos(Pos::new(h, v)),
+    ))
+    .map_err(err)
 }
