@@ -267,8 +267,11 @@ fn setup(args: Args) -> Result<Env, SetupError> {
             "--vocab-hi must be >= --vocab-lo + {MIN_VOCAB_SPAN}"
         )));
     }
-    if !(args.request_timeout_s.is_finite() && args.request_timeout_s > 0.0) {
-        return Err(usage("--request-timeout-s must be > 0"));
+    if !(args.request_timeout_s.is_finite()
+        && args.request_timeout_s > 0.0
+        && args.request_timeout_s < 1e7)
+    {
+        return Err(usage("--request-timeout-s must be > 0 (and < 1e7)"));
     }
     if !(args.metrics_period_s.is_finite() && args.metrics_period_s >= 0.05) {
         return Err(usage("--metrics-period-s must be >= 0.05"));

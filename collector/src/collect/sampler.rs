@@ -241,7 +241,9 @@ mod tests {
     fn parses_plain_and_chunked_responses() {
         let (c, b) = parse_response(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi").unwrap();
         assert_eq!((c, b.as_slice()), (200, &b"hi"[..]));
-        let (c, b) = parse_response(b"HTTP/1.1 503 X\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n3;x=1\r\nyou\r\n0\r\n\r\n").unwrap();
+        let (c, b) =
+            parse_response(b"HTTP/1.1 503 X\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n3;x=1\r\nyou\r\n0\r\n\r\n")
+                .unwrap();
         assert_eq!((c, b.as_slice()), (503, &b"hiyou"[..]));
         assert!(parse_response(b"HTTP/1.1 200").is_err());
     }

@@ -260,6 +260,8 @@ mod tests {
             r.histograms["vllm:time_to_first_token_seconds_sum{engine=\"0\"}"],
             0.003
         );
-        assert!(text.contains("vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"sim\"} 1.0"));
+        assert!(
+            text.contains("vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"sim\"} 1.0")
+        );
     }
 }
