@@ -240,20 +240,38 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
-/// Escapes a data string for Markdown text (table cells included): Markdown punctuation is
-/// backslash-escaped, `<`, `>` and `&` become entities (so no raw HTML or entity can be injected),
-/// `|` is escaped for tables and line breaks become spaces.
+/// Escapes a data string for Markdown text (table cells included). `<`, `>` and `&` become
+/// entities (no raw HTML or entity can be injected); characters that start emphasis, code, links,
+/// strikethrough or break a table (`\` `` ` `` `*` `[` `]` `|` `~`) are backslash-escaped, `_`
+/// only where it could delimit emphasis (not inside `mooncake_both`); a leading `#`, `+`, `-`,
+/// `=` or `1.` cannot start a block; line breaks become spaces.
 pub fn md(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
+    let first = chars.iter().position(|c| !c.is_whitespace()).unwrap_or(0);
+    for (i, &c) in chars.iter().enumerate() {
+        let alnum = |k: Option<&char>| k.is_some_and(|c| c.is_alphanumeric());
         match c {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '"' => out.push_str("&quot;"),
             '\n' | '\r' | '\t' => out.push(' '),
-            '\\' | '`' | '*' | '_' | '{' | '}' | '[' | ']' | '(' | ')' | '#' | '+' | '!' | '|'
-            | '~' | '^' => {
+            '\\' | '`' | '*' | '[' | ']' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '_' if !(i > 0 && alnum(chars.get(i - 1)) && alnum(chars.get(i + 1))) => {
+                out.push_str("\\_")
+            }
+            '#' | '+' | '-' | '=' if i == first => {
+                out.push('\\');
+                out.push(c);
+            }
+            '.' | ')'
+                if i > first
+                    && chars[first..i].iter().all(|d| d.is_ascii_digit())
+                    && chars.get(i + 1).is_none_or(|n| n.is_whitespace()) =>
+            {
                 out.push('\\');
                 out.push(c);
             }
@@ -366,6 +384,12 @@ mod tests {
         assert!(!s.contains('<') && !s.contains('>'));
         assert!(s.contains("\\|") && s.contains("\\*") && s.contains("\\_") && s.contains("\\`"));
         assert_eq!(md("a\nb"), "a b");
+        assert_eq!(md("mooncake_both"), "mooncake_both");
+        assert_eq!(md("_x_ and tax_"), "\\_x\\_ and tax\\_");
+        assert_eq!(md("+45% [+28%, +61%]"), "\\+45% \\[+28%, +61%\\]");
+        assert_eq!(md("12. item"), "12\\. item");
+        assert_eq!(md("# head"), "\\# head");
+        assert_eq!(md("0.02 [-0.10, 0.15]"), "0.02 \\[-0.10, 0.15\\]");
         let b = md_code_block("x ``` y", "");
         assert!(b.starts_with("````\n"));
     }

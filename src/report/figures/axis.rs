@@ -148,7 +148,9 @@ impl Axis {
             // Less than about a decade: label every integer multiple.
             &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
         };
-        let mut ticks = Vec::new();
+        // Candidates in order of roundness (powers of ten first); a candidate is labelled only
+        // if it is not crowded by one already kept.
+        let mut cands: Vec<(usize, f64)> = Vec::new();
         let mut minor = Vec::new();
         let mut e = tlo.floor() as i32 - 1;
         while (e as f64) <= thi + 1.0 {
@@ -158,14 +160,31 @@ impl Axis {
                 if t < tlo || t > thi {
                     continue;
                 }
-                if mults.contains(&(m as f64)) {
-                    ticks.push(t);
-                } else {
-                    minor.push(t);
+                match mults.iter().position(|x| *x == m as f64) {
+                    Some(_) => cands.push((
+                        [1, 5, 2, 3, 4, 6, 7, 8, 9]
+                            .iter()
+                            .position(|x| *x == m)
+                            .unwrap_or(9),
+                        t,
+                    )),
+                    None => minor.push(t),
                 }
             }
             e += 1;
         }
+        cands.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let min_gap = decades / 14.0;
+        let mut ticks: Vec<f64> = Vec::new();
+        for (_, t) in cands {
+            if ticks.iter().all(|k| (k - t).abs() >= min_gap) {
+                ticks.push(t);
+            } else {
+                minor.push(t);
+            }
+        }
+        ticks.sort_by(f64::total_cmp);
+        minor.sort_by(f64::total_cmp);
         Axis {
             scale: Scale::Log10,
             lo: tlo,
@@ -342,6 +361,25 @@ mod tests {
             labels.contains(&"100".to_owned()) && labels.contains(&"1000".to_owned()),
             "{labels:?}"
         );
+    }
+
+    #[test]
+    fn narrow_log10_range_gets_uncrowded_ticks() {
+        let a = Axis::log10(850.0, 4300.0);
+        let labels: Vec<String> = a.ticks.iter().map(|t| a.label(*t)).collect();
+        for want in ["1000", "2000", "3000", "4000"] {
+            assert!(labels.contains(&want.to_owned()), "{labels:?}");
+        }
+        assert!(
+            !labels.contains(&"900".to_owned()),
+            "900 crowds 1000: {labels:?}"
+        );
+        let gaps = a
+            .ticks
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .fold(f64::INFINITY, f64::min);
+        assert!(gaps >= (a.hi - a.lo) / 15.0, "{labels:?}");
     }
 
     #[test]
