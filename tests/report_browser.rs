@@ -83,6 +83,7 @@ fn report_opens_cleanly_in_headless_chromium() {
             .map(|f| f.number.to_string())
             .collect();
         let png = shots.join(format!("{name}.png"));
+        let _ = std::fs::remove_file(&png);
         let figs = shots.join(name).join("figures-png");
         let expect = drawn.join(",");
         let mut args = vec![
