@@ -187,11 +187,14 @@ impl Server {
         unsafe { libc::kill(-self.pgid, libc::SIGINT) };
         let deadline = t0 + spec.stop_grace;
         while Instant::now() < deadline {
+            // Reap our direct child first: a zombie still counts as a member of the group.
+            let _ = self.child.try_wait();
             if group_gone(self.pgid) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
+        let _ = self.child.try_wait();
         if !group_gone(self.pgid) {
             // SAFETY: as above.
             unsafe { libc::kill(-self.pgid, libc::SIGKILL) };

@@ -1,0 +1,393 @@
+//! `ctax run` end to end against the simulated engine (ctax-sim): stages, artifacts, resume,
+//! Ctrl-C, a busy port, a server that fails to start. Real vLLM: tests/run_smoke_vllm.rs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use ctax_schema::{ManifestRow, RunSummary};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The shipped sim profile with a free port and optional text substitutions.
+fn profile(dir: &Path, port: u16, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(repo().join("launch/profiles/sim.toml")).unwrap();
+    text = text.replace("port = 18432", &format!("port = {port}"));
+    for (a, b) in edits {
+        assert!(text.contains(a), "profile edit target `{a}` not found");
+        text = text.replace(a, b);
+    }
+    let p = dir.join("profile.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn ctax(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ctax"));
+    c.args(args).arg("--repo").arg(repo());
+    c
+}
+
+fn run(profile: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut c = ctax(&[
+        "run",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    c.args(extra);
+    c.output().unwrap()
+}
+
+fn manifest(out: &Path) -> Vec<ManifestRow> {
+    std::fs::read_to_string(out.join("manifest.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn run_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("config.json").exists())
+        .collect();
+    v.sort();
+    v
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Whole sweep: every stage runs, every seed artifact exists, the report is rendered, and a
+/// second run of the same command resumes with nothing left to do.
+#[test]
+fn sim_sweep_produces_every_artifact_and_resume_is_a_no_op() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let o = run(&p, &out, &[]);
+    assert!(o.status.success(), "ctax run failed: {}", stderr(&o));
+    for f in [
+        "MANIFEST.md",
+        "manifest.jsonl",
+        "profile.toml",
+        "reference_rates.json",
+        "preflight/preflight_status.json",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    let dirs = run_dirs(&out);
+    // 3 configs × (Phase A + Phase B) launches.
+    assert_eq!(dirs.len(), 6, "{dirs:?}");
+    for d in &dirs {
+        for f in [
+            "config.json",
+            "launch.sh",
+            "vllm_stdout.log",
+            "vllm_stderr.log",
+            "env.txt",
+            "summary.json",
+        ] {
+            assert!(d.join(f).exists(), "{}/{f} missing", d.display());
+        }
+        let s: RunSummary =
+            serde_json::from_slice(&std::fs::read(d.join("summary.json")).unwrap()).unwrap();
+        assert!(
+            !s.cells.is_empty() && s.cells.values().all(|h| h.complete),
+            "{}",
+            d.display()
+        );
+        assert_eq!(s.stats.len(), s.cells.len(), "per-cell statistics written");
+        for key in s.cells.keys() {
+            let (phase, cell) = key.split_once('/').unwrap();
+            for kind in ["requests", "metrics", "engine_step"] {
+                let f = d.join(format!("{kind}_{phase}_{cell}.jsonl"));
+                assert!(
+                    std::fs::metadata(&f).map(|m| m.len() > 0).unwrap_or(false),
+                    "{} empty/missing",
+                    f.display()
+                );
+            }
+        }
+    }
+    let rows = manifest(&out);
+    assert_eq!(
+        rows.iter().filter(|r| r.stage.starts_with('0')).count(),
+        3,
+        "one pre-flight row per config"
+    );
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.status == "ok" && !r.stage.starts_with('0'))
+            .count(),
+        6
+    );
+    let md = std::fs::read_to_string(out.join("MANIFEST.md")).unwrap();
+    assert!(
+        md.contains("| 1 Phase A | plain |") && md.contains("| 3 Phase B | mooncake_both |"),
+        "{md}"
+    );
+    assert!(
+        out.join("analysis/summary.json").exists() && out.join("analysis/verdicts.json").exists()
+    );
+    assert!(out.join("analysis/requests.parquet").exists());
+    let html = std::fs::read_to_string(out.join("report/index.html")).unwrap();
+    assert!(
+        html.to_lowercase().contains("simulated"),
+        "the report says the data is simulated"
+    );
+
+    // Resume: everything complete → no launch at all.
+    let o = run(&p, &out, &["--skip-stage", "4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        manifest(&out).len(),
+        rows.len(),
+        "no new manifest row on a complete root"
+    );
+    assert!(
+        stderr(&o).contains("all 3 cells complete, skipped"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// An incomplete cell is rerun, alone, in the same run directory; its old files are kept
+/// under superseded/.
+#[test]
+fn resume_reruns_only_incomplete_cells() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let o = run(
+        &p,
+        &out,
+        &[
+            "--configs",
+            "plain",
+            "--skip-stage",
+            "3",
+            "--skip-stage",
+            "4",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = run_dirs(&out).pop().unwrap();
+    let path = dir.join("summary.json");
+    let mut s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let h = s.cells.get_mut("A/r8_i512_o32").unwrap();
+    h.complete = false;
+    h.incomplete_reason = Some("test: pretend the cell hit its cap".into());
+    std::fs::write(&path, serde_json::to_vec(&s).unwrap()).unwrap();
+    let before = std::fs::read(dir.join("requests_A_r4_i512_o32.jsonl")).unwrap();
+
+    let o = run(
+        &p,
+        &out,
+        &[
+            "--configs",
+            "plain",
+            "--skip-stage",
+            "3",
+            "--skip-stage",
+            "4",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resuming 1 of 3 cells"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(run_dirs(&out).len(), 1, "same run directory reused");
+    assert_eq!(
+        std::fs::read(dir.join("requests_A_r4_i512_o32.jsonl")).unwrap(),
+        before,
+        "complete cell untouched"
+    );
+    let s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(s.cells["A/r8_i512_o32"].complete);
+    let superseded: Vec<_> = std::fs::read_dir(dir.join("superseded"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(superseded.len(), 1);
+    assert!(
+        superseded[0]
+            .path()
+            .join("requests_A_r8_i512_o32.jsonl")
+            .exists()
+    );
+    assert_eq!(
+        manifest(&out)
+            .iter()
+            .filter(|r| r.stage == "1 Phase A")
+            .count(),
+        2
+    );
+}
+
+/// A port that is already taken stops the sweep with a clear error before anything launches.
+#[test]
+fn busy_port_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let p = profile(tmp.path(), port, &[]);
+    let o = run(&p, &out, &["--configs", "plain"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!("port {port} is already in use")),
+        "{}",
+        stderr(&o)
+    );
+    drop(l);
+}
+
+/// A server that cannot start: its launch is recorded as failed with the log tail, the sweep
+/// goes on with the other configs, and the exit status says not everything ran.
+#[test]
+fn failed_launch_is_recorded_and_the_sweep_continues() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(
+        tmp.path(),
+        free_port(),
+        &[(
+            "noop_connector = [\"--seed\", \"2\", \"--connector-step-us\", \"30\"]",
+            "noop_connector = [\"--no-such-flag\"]",
+        )],
+    );
+    let o = run(
+        &p,
+        &out,
+        &["--configs", "plain,noop_connector", "--skip-stage", "4"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let rows = manifest(&out);
+    let failed: Vec<_> = rows.iter().filter(|r| r.status == "failed").collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].config, "noop_connector");
+    assert!(
+        failed[0]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("exited during startup"),
+        "{:?}",
+        failed[0].reason
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.config == "plain" && r.stage == "1 Phase A" && r.status == "ok")
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.config == "plain" && r.stage == "3 Phase B"),
+        "Phase B still ran for plain"
+    );
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r.config == "noop_connector" && r.stage == "3 Phase B"),
+        "no Phase B for a failed config"
+    );
+}
+
+/// Ctrl-C in the middle of a launch: the server is stopped (its port is free again), the files
+/// written so far are kept, the exit status is 130, and the same command resumes.
+#[test]
+fn ctrl_c_stops_the_server_keeps_partial_results_and_resume_completes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let port = free_port();
+    let p = profile(
+        tmp.path(),
+        port,
+        &[(
+            "duration_s = 3\nwarmup_s = 1\nmin_completed = 20",
+            "duration_s = 8\nwarmup_s = 1\nmin_completed = 20",
+        )],
+    );
+    let mut child = ctax(&[
+        "run",
+        "--profile",
+        p.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--configs",
+        "plain",
+    ])
+    .args(["--skip-stage", "3", "--skip-stage", "4"])
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    // Wait until the first cell's requests are being written, then interrupt.
+    let t0 = Instant::now();
+    loop {
+        let started = run_dirs(&out)
+            .first()
+            .is_some_and(|d| d.join("requests_A_r4_i512_o32.jsonl").exists());
+        if started {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the sweep never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(),
+        "the server was stopped"
+    );
+    let dir = run_dirs(&out).pop().unwrap();
+    assert!(
+        std::fs::metadata(dir.join("requests_A_r4_i512_o32.jsonl"))
+            .unwrap()
+            .len()
+            > 0,
+        "partial data kept"
+    );
+    let rows = manifest(&out);
+    assert_eq!(rows.last().unwrap().status, "interrupted");
+
+    let o = run(
+        &p,
+        &out,
+        &[
+            "--configs",
+            "plain",
+            "--skip-stage",
+            "3",
+            "--skip-stage",
+            "4",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s.cells.len(), 3);
+    assert!(s.cells.values().all(|h| h.complete));
+}

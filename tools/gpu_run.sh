@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs a sweep on the GPU machine reached through the `device` tool (see DESIGN.md "GPU runs").
+# On this machine first:  bash ../shared/device/stage-vllm.sh      (builds .device-stage/part_*)
+#                         bash tools/gpu_run.sh pack               (builds .gpu/bins.tgz)
+# On the GPU machine, in the checkout, one call each:
+#   bash .device-stage/gpu-setup.sh receive      (once per part, carrying one part each)
+#   bash tools/gpu_run.sh start PROFILE OUT [ctax run args...]   (carry .gpu; installs vLLM,
+#        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached)
+#   bash tools/gpu_run.sh wait SECONDS OUT       (sleeps until the sweep ends or SECONDS pass; log tail)
+#   bash tools/gpu_run.sh fetch OUT DEST         (compresses raw JSONL, tars OUT into DEST, <16 MiB parts)
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cmd=${1:-}; shift || true
+case "$cmd" in
+  pack)
+    mkdir -p "$REPO/.gpu"
+    grep -qx "/.gpu/" "$REPO/.git/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$REPO/.git/info/exclude"
+    tar czf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release" ctax ctax-collect
+    ls -la "$REPO/.gpu/bins.tgz" ;;
+  start)
+    profile=${1:?profile}; out=${2:?results root}; shift 2
+    if ! python3 -c 'import sys; sys.path.insert(0, "/tmp/site"); import vllm' 2>/dev/null; then
+      bash "$REPO/.device-stage/gpu-setup.sh" install
+    fi
+    mkdir -p "$REPO/target/release"
+    tar xzf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release"
+    mkdir -p "$out"
+    nvidia-smi -L || true
+    setsid nohup "$REPO/target/release/ctax" run --profile "$profile" --out "$out" "$@" \
+      > "$out.log" 2>&1 < /dev/null &
+    echo "started ctax run (pid $!), log $out.log"
+    sleep 20; tail -20 "$out.log" ;;
+  wait)
+    secs=${1:?seconds}; out=${2:?results root}
+    end=$((SECONDS + secs))
+    while (( SECONDS < end )); do
+      pgrep -f "ctax run" >/dev/null || break
+      sleep 5
+    done
+    pgrep -f "ctax run" >/dev/null && echo "STILL RUNNING" || echo "FINISHED"
+    tail -40 "$out.log" ;;
+  fetch)
+    out=${1:?results root}; dest=${2:?destination dir}
+    "$REPO/target/release/ctax" archive "$out"
+    cp "$out.log" "$out/ctax_run.log" 2>/dev/null || true
+    tar czf "$dest/results.tgz" -C "$(dirname "$out")" "$(basename "$out")"
+    size=$(stat -c %s "$dest/results.tgz")
+    if (( size > 15 * 1024 * 1024 )); then
+      split -b 15M -d "$dest/results.tgz" "$dest/results.tgz.part_"
+      rm "$dest/results.tgz"
+    fi
+    ls -la "$dest" ;;
+  *) echo "usage: $0 pack | start PROFILE OUT [args] | wait SECONDS OUT | fetch OUT DEST" >&2; exit 2 ;;
+esac
