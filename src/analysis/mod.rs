@@ -33,20 +33,11 @@ use model::{
 use replicates::Replicator;
 
 /// Options of `ctax analyze` / `ctax report`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct AnalyzeOptions {
     pub bootstrap: BootstrapConfig,
     /// Skip the (large) pooled ITL statistics.
     pub skip_itl: bool,
-}
-
-impl Default for AnalyzeOptions {
-    fn default() -> Self {
-        AnalyzeOptions {
-            bootstrap: BootstrapConfig::default(),
-            skip_itl: false,
-        }
-    }
 }
 
 /// Runs the whole analysis on a loaded dataset.

@@ -24,6 +24,9 @@ use super::samples::{CellSamples, LaunchSamples};
 
 pub const BASELINE: &str = "plain";
 
+/// Picks one metric's samples out of a launch.
+type Getter = fn(&LaunchSamples) -> &Vec<f64>;
+
 /// Which latency statistic a tax is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
@@ -34,7 +37,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    fn spec(self) -> (&'static str, f64, fn(&LaunchSamples) -> &Vec<f64>) {
+    fn spec(self) -> (&'static str, f64, Getter) {
         match self {
             Metric::TtftP90 => ("ttft_ms", 0.9, |l| &l.ttft_ms),
             Metric::TpotP90 => ("tpot_ms", 0.9, |l| &l.tpot_ms),

@@ -221,7 +221,7 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
         later.0 == earlier.0 && later.1 == earlier.1 && later.2 == earlier.2
     });
 
-    let parsed: Vec<anyhow::Result<(FileKind, Phase, String, Parsed, Vec<String>)>> = files
+    let parsed: Vec<anyhow::Result<ParsedFile>> = files
         .par_iter()
         .map(|(kind, phase, cell, p)| {
             let (parsed, w) = match kind {
@@ -313,6 +313,9 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
         warnings,
     ))
 }
+
+/// One parsed raw file: (kind, phase, cell, rows, warnings).
+type ParsedFile = (FileKind, Phase, String, Parsed, Vec<String>);
 
 enum Parsed {
     Requests(Vec<RequestRecord>),

@@ -154,7 +154,7 @@ fn iid_orderstat_sorted(x: &[f64], q: f64, resamples: usize, seed: u64) -> Vec<f
     let remaining = (n - lo - 1) as f64; // uniforms above U_(lo+1)
     let pick = |u: f64| x[((n as f64 * u) as usize).min(n - 1)];
     chunked(resamples, seed, |rng, out| {
-        let u1: f64 = rng.sample(&beta);
+        let u1: f64 = rng.sample(beta);
         let a = pick(u1);
         if frac == 0.0 || remaining < 1.0 {
             out.push(a);
@@ -260,7 +260,7 @@ impl WeightedPool {
 }
 
 fn sample_beta(rng: &mut Xoshiro256PlusPlus, a: f64, b: f64) -> f64 {
-    rng.sample(&Beta::new(a, b).expect("valid beta shape"))
+    rng.sample(Beta::new(a, b).expect("valid beta shape"))
 }
 
 /// Materialised resamples. `hierarchical`: draw groups with replacement first.
