@@ -59,8 +59,10 @@ fn manifest(out: &Path) -> Vec<ManifestRow> {
 }
 
 fn run_dirs(out: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(out)
-        .unwrap()
+    let Ok(rd) = std::fs::read_dir(out) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.join("config.json").exists())

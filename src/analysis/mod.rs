@@ -44,7 +44,7 @@ pub struct AnalyzeOptions {
 pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(AnalysisResult, DataFrame)> {
     let mut warnings = ds.warnings.clone();
     let samples = samples::extract(ds, !opts.skip_itl);
-    let requests = frames::requests_frame(ds)
+    let requests = frames::requests_frame(ds, false)
         .map_err(|e| anyhow::anyhow!("building the requests table: {e}"))?;
     let points = point_table(&requests)?;
     let rep = Replicator::new(opts.bootstrap);
@@ -114,12 +114,12 @@ pub fn run(
     out_dir: Option<&Path>,
 ) -> anyhow::Result<AnalysisResult> {
     let ds = ingest::load(root)?;
-    let (result, mut requests) = analyze(&ds, opts)?;
+    let (result, _) = analyze(&ds, opts)?;
     let out = out_dir
         .map(Path::to_path_buf)
         .unwrap_or_else(|| root.join("analysis"));
     write_outputs(&result, &out)?;
-    frames::export_parquet(&mut requests, &ds, &out)?;
+    frames::export_parquet(&ds, &out)?;
     Ok(result)
 }
 

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use ctax_schema::{Cell, CellHealth, Phase, RequestRecord, Status};
 
+use rayon::prelude::*;
+
 use super::model::{CellKey, Counts};
 use crate::ingest::{Dataset, RunCell};
 
@@ -92,30 +94,38 @@ impl CellSamples {
 /// Groups every run's cells by (config, phase, cell) and extracts the samples.
 /// `with_itl = false` skips the (large) pooled inter-token gaps.
 pub fn extract(ds: &Dataset, with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
-    let mut out: BTreeMap<CellKey, CellSamples> = BTreeMap::new();
-    for run in &ds.runs {
-        for ((phase, cell), rc) in &run.cells {
-            if *phase == Phase::Preflight || !rc.has_requests {
-                continue;
-            }
-            let Some(shape) = Cell::parse(cell) else {
-                continue;
-            };
+    let jobs: Vec<(&crate::ingest::Run, &Phase, &String, &RunCell)> = ds
+        .runs
+        .iter()
+        .flat_map(|run| run.cells.iter().map(move |((p, c), rc)| (run, p, c, rc)))
+        .filter(|(_, p, _, rc)| **p != Phase::Preflight && rc.has_requests)
+        .collect();
+    let done: Vec<(CellKey, Cell, LaunchSamples)> = jobs
+        .par_iter()
+        .filter_map(|(run, phase, cell, rc)| {
+            let shape = Cell::parse(cell)?;
             let key = CellKey {
                 config: run.config.clone(),
-                phase: *phase,
-                cell: cell.clone(),
+                phase: **phase,
+                cell: (*cell).clone(),
             };
-            let ls = launch_samples(run.launch, &run.dir_name, rc, with_itl);
-            out.entry(key.clone())
-                .or_insert_with(|| CellSamples {
-                    key,
-                    shape,
-                    launches: Vec::new(),
-                })
-                .launches
-                .push(ls);
-        }
+            Some((
+                key,
+                shape,
+                launch_samples(run.launch, &run.dir_name, rc, with_itl),
+            ))
+        })
+        .collect();
+    let mut out: BTreeMap<CellKey, CellSamples> = BTreeMap::new();
+    for (key, shape, ls) in done {
+        out.entry(key.clone())
+            .or_insert_with(|| CellSamples {
+                key,
+                shape,
+                launches: Vec::new(),
+            })
+            .launches
+            .push(ls);
     }
     for cs in out.values_mut() {
         cs.launches.sort_by_key(|l| (l.launch, l.run_dir.clone()));

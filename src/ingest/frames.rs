@@ -19,21 +19,25 @@ fn str_col(name: &str, v: Vec<String>) -> Column {
     Column::new(name.into(), v)
 }
 
-/// One row per request record of every run and cell.
-pub fn requests_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
+/// One row per request record of every run and cell. `with_events` adds the per-event arrays
+/// as list columns (the Parquet export wants them; the analysis does not).
+pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame> {
     let n: usize = ds
         .runs
         .iter()
         .flat_map(|r| r.cells.values())
         .map(|c| c.requests.len())
         .sum();
-    let n_events: usize = ds
-        .runs
-        .iter()
-        .flat_map(|r| r.cells.values())
-        .flat_map(|c| &c.requests)
-        .map(|r| r.events.len())
-        .sum();
+    let n_events: usize = if with_events {
+        ds.runs
+            .iter()
+            .flat_map(|r| r.cells.values())
+            .flat_map(|c| &c.requests)
+            .map(|r| r.events.len())
+            .sum()
+    } else {
+        0
+    };
     let mut run = Vec::with_capacity(n);
     let mut config = Vec::with_capacity(n);
     let mut launch = Vec::with_capacity(n);
@@ -93,12 +97,14 @@ pub fn requests_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
                 status.push(q.status.as_str().to_owned());
                 http.push(q.http_status.map(u32::from));
                 error.push(q.error.clone());
-                buf_t.clear();
-                buf_k.clear();
-                buf_t.extend(q.events.iter().map(|e| e.t_ns()));
-                buf_k.extend(q.events.iter().map(|e| e.tokens()));
-                ev_t.append_slice(&buf_t);
-                ev_k.append_slice(&buf_k);
+                if with_events {
+                    buf_t.clear();
+                    buf_k.clear();
+                    buf_t.extend(q.events.iter().map(|e| e.t_ns()));
+                    buf_k.extend(q.events.iter().map(|e| e.tokens()));
+                    ev_t.append_slice(&buf_t);
+                    ev_k.append_slice(&buf_k);
+                }
             }
         }
     }
@@ -126,10 +132,16 @@ pub fn requests_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
             str_col("status", status),
             Column::new("http_status".into(), http),
             Column::new("error".into(), error),
-            ev_t.finish().into_column(),
-            ev_k.finish().into_column(),
         ],
     )?;
+    let df = if with_events {
+        let mut df = df;
+        df.with_column(ev_t.finish().into_column())?;
+        df.with_column(ev_k.finish().into_column())?;
+        df
+    } else {
+        df
+    };
     with_latencies(df)
 }
 
@@ -320,7 +332,7 @@ pub fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
     )
 }
 
-/// Writes `df` as zstd-compressed Parquet, atomically (temp file + rename).
+/// Writes `df` as LZ4-compressed Parquet (fast; read by pyarrow >= 8), atomically (temp file + rename).
 pub fn write_parquet(df: &mut DataFrame, path: &Path) -> anyhow::Result<()> {
     let dir = path
         .parent()
@@ -333,7 +345,7 @@ pub fn write_parquet(df: &mut DataFrame, path: &Path) -> anyhow::Result<()> {
     let f = std::fs::File::create(&tmp)
         .map_err(|e| anyhow::anyhow!("creating {}: {e}", tmp.display()))?;
     ParquetWriter::new(f)
-        .with_compression(ParquetCompression::Zstd(None))
+        .with_compression(ParquetCompression::Lz4Raw)
         .finish(df)
         .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     std::fs::rename(&tmp, path)?;
@@ -341,9 +353,23 @@ pub fn write_parquet(df: &mut DataFrame, path: &Path) -> anyhow::Result<()> {
 }
 
 /// Exports requests, metrics and steps tables as Parquet into `dir`.
-pub fn export_parquet(requests: &mut DataFrame, ds: &Dataset, dir: &Path) -> anyhow::Result<()> {
-    write_parquet(requests, &dir.join("requests.parquet"))?;
-    write_parquet(&mut metrics_frame(ds)?, &dir.join("metrics.parquet"))?;
-    write_parquet(&mut steps_frame(ds)?, &dir.join("steps.parquet"))?;
+pub fn export_parquet(ds: &Dataset, dir: &Path) -> anyhow::Result<()> {
+    let (a, (b, c)) = rayon::join(
+        || {
+            write_parquet(
+                &mut requests_frame(ds, true)?,
+                &dir.join("requests.parquet"),
+            )
+        },
+        || {
+            rayon::join(
+                || write_parquet(&mut metrics_frame(ds)?, &dir.join("metrics.parquet")),
+                || write_parquet(&mut steps_frame(ds)?, &dir.join("steps.parquet")),
+            )
+        },
+    );
+    a?;
+    b?;
+    c?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //!   skipped and reported as a warning;
 //! - any other malformed line is an error naming the file, the 1-based line and the field path.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
@@ -69,35 +70,65 @@ pub fn parse_lines<T: DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
 ) -> Result<Lines<T>, IngestError> {
+    parse_reader(path, bytes)
+}
+
+/// Streams `reader` line by line (one reused buffer: no whole-file allocation) and parses each
+/// line as `T`, applying the contract's truncation rule. An I/O error after some lines (a zstd
+/// stream cut short) ends the file with a warning; before any line it is an error.
+pub fn parse_reader<T: DeserializeOwned>(
+    path: &Path,
+    mut reader: impl BufRead,
+) -> Result<Lines<T>, IngestError> {
     let mut rows = Vec::new();
     let mut warnings = Vec::new();
-    let ends_with_newline = bytes.last() == Some(&b'\n');
-    let mut lines = bytes.split(|b| *b == b'\n').peekable();
+    let mut line = Vec::with_capacity(64 * 1024);
     let mut lineno = 0usize;
-    while let Some(line) = lines.next() {
-        lineno += 1;
-        let is_last = lines
-            .peek()
-            .is_none_or(|next| next.is_empty() && ends_with_newline);
-        let trimmed = trim_ascii(line);
-        if trimmed.is_empty() {
-            if lines.peek().is_none() {
+    loop {
+        line.clear();
+        let n = match reader.read_until(b'\n', &mut line) {
+            Ok(n) => n,
+            Err(e) if lineno > 0 => {
+                warnings.push(format!(
+                    "{}: stream ends early after line {lineno} ({e}); read what was there",
+                    path.display()
+                ));
                 break;
             }
+            Err(source) => {
+                return Err(IngestError::Io {
+                    path: path.into(),
+                    source,
+                });
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        lineno += 1;
+        let complete = line.last() == Some(&b'\n');
+        let trimmed = trim_ascii(&line);
+        if trimmed.is_empty() {
+            continue;
+        }
+        // Fast path without field tracking; only a failing line is parsed again to name the field.
+        if let Ok(row) = serde_json::from_slice::<T>(trimmed) {
+            rows.push(row);
             continue;
         }
         let de = &mut serde_json::Deserializer::from_slice(trimmed);
         match serde_path_to_error::deserialize::<_, T>(de) {
             Ok(row) => rows.push(row),
+            Err(e) if !complete => {
+                // No newline after it: the last line, cut off when the writer was killed.
+                warnings.push(format!(
+                    "{}:{lineno}: truncated last line skipped (the writer was probably killed): {}",
+                    path.display(),
+                    e.inner()
+                ));
+                break;
+            }
             Err(e) => {
-                if is_last && !ends_with_newline {
-                    warnings.push(format!(
-                        "{}:{lineno}: truncated last line skipped (the writer was probably killed): {}",
-                        path.display(),
-                        e.inner()
-                    ));
-                    break;
-                }
                 let field = e.path().to_string();
                 return Err(IngestError::Malformed {
                     path: path.into(),
@@ -111,21 +142,23 @@ pub fn parse_lines<T: DeserializeOwned>(
                 });
             }
         }
-        if is_last {
-            break;
-        }
     }
     Ok(Lines { rows, warnings })
 }
 
-/// `read_bytes` + `parse_lines`.
+/// Reads a raw JSONL file (plain or `.zst`), streaming.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Lines<T>, IngestError> {
-    let (bytes, warn) = read_bytes(path)?;
-    let mut lines = parse_lines(path, &bytes)?;
-    if let Some(w) = warn {
-        lines.warnings.insert(0, w);
+    let io = |source| IngestError::Io {
+        path: path.into(),
+        source,
+    };
+    let f = std::fs::File::open(path).map_err(io)?;
+    if path.extension().is_some_and(|e| e == "zst") {
+        let dec = zstd::stream::read::Decoder::new(f).map_err(io)?;
+        parse_reader(path, BufReader::with_capacity(1 << 20, dec))
+    } else {
+        parse_reader(path, BufReader::with_capacity(1 << 20, f))
     }
-    Ok(lines)
 }
 
 fn trim_ascii(s: &[u8]) -> &[u8] {

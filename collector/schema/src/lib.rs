@@ -99,7 +99,12 @@ pub struct Cell {
 impl Cell {
     /// `r<rate>_i<input>_o<output>`, rate printed without trailing zeros (`r0.5_i4096_o256`).
     pub fn name(&self) -> String {
-        format!("r{}_i{}_o{}", fmt_rate(self.rate), self.input_len, self.output_len)
+        format!(
+            "r{}_i{}_o{}",
+            fmt_rate(self.rate),
+            self.input_len,
+            self.output_len
+        )
     }
 
     /// Parses a name written by [`Cell::name`].
@@ -116,7 +121,11 @@ impl Cell {
                 _ => return None,
             }
         }
-        Some(Cell { rate: rate?, input_len: input?, output_len: output? })
+        Some(Cell {
+            rate: rate?,
+            input_len: input?,
+            output_len: output?,
+        })
     }
 }
 
@@ -152,9 +161,15 @@ impl FileKind {
 
 /// Splits `requests_A_r4_i4096_o256.jsonl[.zst]` into (kind, phase, cell).
 pub fn parse_file_name(name: &str) -> Option<(FileKind, Phase, String)> {
-    let stem = name.strip_suffix(".zst").unwrap_or(name).strip_suffix(".jsonl")?;
+    let stem = name
+        .strip_suffix(".zst")
+        .unwrap_or(name)
+        .strip_suffix(".jsonl")?;
     for kind in FileKind::ALL {
-        if let Some(rest) = stem.strip_prefix(kind.prefix()).and_then(|r| r.strip_prefix('_')) {
+        if let Some(rest) = stem
+            .strip_prefix(kind.prefix())
+            .and_then(|r| r.strip_prefix('_'))
+        {
             let (phase, cell) = rest.split_once('_')?;
             let phase = Phase::from_tag(phase)?;
             Cell::parse(cell)?;
@@ -259,11 +274,15 @@ pub struct RequestRecord {
 impl RequestRecord {
     /// Time to first token from the actual send (the convention `vllm bench serve` uses), ms.
     pub fn ttft_ms(&self) -> Option<f64> {
-        Some(ns_to_ms(self.t_first_token_ns?.checked_sub(self.t_send_ns?)?))
+        Some(ns_to_ms(
+            self.t_first_token_ns?.checked_sub(self.t_send_ns?)?,
+        ))
     }
     /// End-to-end latency from the actual send to the last token, ms.
     pub fn e2e_ms(&self) -> Option<f64> {
-        Some(ns_to_ms(self.t_last_token_ns?.checked_sub(self.t_send_ns?)?))
+        Some(ns_to_ms(
+            self.t_last_token_ns?.checked_sub(self.t_send_ns?)?,
+        ))
     }
     /// `(t_last − t_first) / (completion_tokens − 1)` in ms: vLLM's request-weighted TPOT.
     pub fn tpot_ms(&self) -> Option<f64> {
@@ -360,7 +379,11 @@ pub struct StepRecord {
 impl StepRecord {
     /// Sum of the three instrumented connector callbacks, `None` if none was observed.
     pub fn connector_total_us(&self) -> Option<f64> {
-        let parts = [self.build_meta_us, self.get_finished_us, self.start_load_kv_us];
+        let parts = [
+            self.build_meta_us,
+            self.get_finished_us,
+            self.start_load_kv_us,
+        ];
         if parts.iter().all(Option::is_none) {
             return None;
         }
@@ -524,7 +547,10 @@ pub struct ReferenceRates {
 
 /// Current time on CLOCK_MONOTONIC, ns (the clock every record uses).
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we own; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -541,7 +567,11 @@ mod tests {
             (4.0, 512, 64, "r4_i512_o64"),
             (32.0, 32768, 1024, "r32_i32768_o1024"),
         ] {
-            let c = Cell { rate, input_len: i, output_len: o };
+            let c = Cell {
+                rate,
+                input_len: i,
+                output_len: o,
+            };
             assert_eq!(c.name(), name);
             assert_eq!(Cell::parse(name), Some(c));
         }
@@ -605,9 +635,14 @@ mod tests {
             counters: Default::default(),
             histograms: Default::default(),
         };
-        s.gauges.insert("vllm:num_requests_waiting{engine=\"0\"}".into(), 2.0);
-        s.gauges.insert("vllm:num_requests_waiting{engine=\"1\"}".into(), 3.0);
-        s.gauges.insert("vllm:num_requests_waiting_by_reason{reason=\"capacity\"}".into(), 9.0);
+        s.gauges
+            .insert("vllm:num_requests_waiting{engine=\"0\"}".into(), 2.0);
+        s.gauges
+            .insert("vllm:num_requests_waiting{engine=\"1\"}".into(), 3.0);
+        s.gauges.insert(
+            "vllm:num_requests_waiting_by_reason{reason=\"capacity\"}".into(),
+            9.0,
+        );
         assert_eq!(s.gauge_total("vllm:num_requests_waiting"), Some(5.0));
         assert_eq!(s.gauge_total("vllm:num_requests_running"), None);
     }
