@@ -2,8 +2,9 @@
 //! reference rates `ref_safe` / `ref_load` (also called by `ctax run` between Phase A and B).
 //!
 //! A config is saturated at rate r if any of:
-//! 1. effective_throughput(r) / r < 0.95 — completions inside the measurement window ÷ its
-//!    length, so the drain tail after the last send never counts against a healthy rate;
+//! 1. effective_throughput(r) / r < 0.95 — completions inside the measurement window shifted
+//!    by the median E2E latency, ÷ its length, so the drain tail after the last send (and outputs
+//!    longer than the warm-up) never count against a healthy rate;
 //! 2. `vllm:num_requests_waiting` p50 over the window's scrapes > 1;
 //! 3. TTFT p90(r) / TTFT p90(r/2) > 1.5.
 //!
