@@ -9,6 +9,31 @@ use ctax_schema::ManifestRow;
 
 use crate::ingest::jsonl;
 
+/// A row for (stage, config, launch) started at `started_ms`: date, host and times set, the
+/// outcome fields empty for the caller to fill.
+pub fn row(stage: &str, config: &str, launch: u32, started_ms: u64) -> ManifestRow {
+    ManifestRow {
+        date_utc: utc(started_ms),
+        stage: stage.into(),
+        config: config.into(),
+        launch,
+        run_dir: None,
+        status: String::new(),
+        reason: None,
+        vllm_version: None,
+        vllm_git_sha: None,
+        connector_versions: Default::default(),
+        gpu: None,
+        launch_command: None,
+        step_timing_active: None,
+        started_unix_ms: started_ms,
+        duration_s: 0.0,
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|s| s.trim().to_owned()),
+    }
+}
+
 /// Appends `row` and regenerates MANIFEST.md.
 pub fn append(root: &Path, row: &ManifestRow) -> anyhow::Result<()> {
     let path = root.join("manifest.jsonl");
@@ -80,36 +105,17 @@ pub fn render(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// UTC date-time `YYYY-MM-DD HH:MM:SS` of a unix time in ms (no timezone database needed).
+/// UTC date-time `YYYY-MM-DD HH:MM:SS` of a unix time in ms (the report's formatter, without
+/// the zone suffix).
 pub fn utc(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    crate::report::fmt::unix_ms(ms)
+        .trim_end_matches(" UTC")
+        .to_owned()
 }
 
 /// `YYYYMMDD-HHMMSS` for run directory names.
 pub fn stamp(ms: u64) -> String {
     utc(ms).replace(['-', ':'], "").replace(' ', "-")
-}
-
-/// Howard Hinnant's days → civil date.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// Facts for a manifest row from a run's env.txt.

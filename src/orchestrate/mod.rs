@@ -567,22 +567,13 @@ fn launch_run(
         dir.display()
     );
     let mut row = ManifestRow {
-        date_utc: manifest::utc(started),
-        stage: format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
-        config: config.into(),
-        launch,
         run_dir: Some(rc.run_dir.clone()),
-        status: String::new(),
-        reason: None,
-        vllm_version: None,
-        vllm_git_sha: None,
-        connector_versions: Default::default(),
-        gpu: None,
-        launch_command: None,
-        step_timing_active: None,
-        started_unix_ms: started,
-        duration_s: 0.0,
-        host: preflight::hostname(),
+        ..manifest::row(
+            &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
+            config,
+            launch,
+            started,
+        )
     };
     let env_map = std::fs::read_to_string(dir.join("env.txt"))
         .map(|t| crate::ingest::env::parse_env_txt(&t))

@@ -121,22 +121,11 @@ pub fn run(
         manifest::append(
             root,
             &ManifestRow {
-                date_utc: manifest::utc(started),
-                stage: "0 pre-flight".into(),
-                config: config.clone(),
-                launch: 0,
                 run_dir: entry.log.as_ref().map(|l| format!("preflight/{l}")),
                 status: entry.decision.clone(),
                 reason: entry.reason.clone(),
-                vllm_version: None,
-                vllm_git_sha: None,
-                connector_versions: Default::default(),
-                gpu: None,
-                launch_command: None,
-                step_timing_active: None,
-                started_unix_ms: started,
                 duration_s: t0.elapsed().as_secs_f64(),
-                host: hostname(),
+                ..manifest::row("0 pre-flight", config, 0, started)
             },
         )?;
         status.configs.insert(config.clone(), entry);
@@ -144,12 +133,6 @@ pub fn run(
     }
     crate::fsutil::write_json_atomic(&dir.join("preflight_status.json"), &status)?;
     Ok(status)
-}
-
-pub fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
 }
 
 #[cfg(test)]
