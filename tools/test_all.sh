@@ -10,10 +10,10 @@ export CTAX_VLLM_VENV=${CTAX_VLLM_VENV:-$REPO/.venv-vllm}
 export CTAX_TINY_MODEL=${CTAX_TINY_MODEL:-$REPO/.cache/tiny-llama}
 export CTAX_REQUIRE_VLLM=1 CTAX_REQUIRE_BROWSER=1
 t0=$SECONDS
-cargo build --release --workspace --all-targets
+cargo build --release --workspace
 echo "[test] build: $((SECONDS - t0)) s"
 # Tests that start real vLLM servers must not overlap (2 cores); run test binaries one at a time.
-cargo test --release --workspace --all-targets -- --test-threads=2
+cargo test --release --workspace -- --test-threads=2
 echo "[test] cargo test: $((SECONDS - t0)) s"
 bash tools/static_checks.sh
 echo "[test] all passed in $((SECONDS - t0)) s"
