@@ -39,6 +39,7 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
         0
     };
     let mut run = Vec::with_capacity(n);
+    let mut request_id = Vec::with_capacity(n);
     let mut config = Vec::with_capacity(n);
     let mut launch = Vec::with_capacity(n);
     let mut phase = Vec::with_capacity(n);
@@ -76,6 +77,7 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
     for r in &ds.runs {
         for ((ph, c), rc) in &r.cells {
             for q in &rc.requests {
+                request_id.push(q.request_id.clone());
                 run.push(r.dir_name.clone());
                 config.push(r.config.clone());
                 launch.push(r.launch);
@@ -111,6 +113,7 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
     let df = DataFrame::new(
         n,
         vec![
+            str_col("request_id", request_id),
             str_col("run", run),
             str_col("config", config),
             Column::new("launch".into(), launch),
