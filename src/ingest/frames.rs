@@ -19,6 +19,36 @@ fn str_col(name: &str, v: Vec<String>) -> Column {
     Column::new(name.into(), v)
 }
 
+/// The identity columns every table starts with: run, config, launch, phase, cell.
+#[derive(Default)]
+struct IdCols {
+    run: Vec<String>,
+    config: Vec<String>,
+    launch: Vec<u32>,
+    phase: Vec<String>,
+    cell: Vec<String>,
+}
+
+impl IdCols {
+    fn push(&mut self, r: &super::Run, phase: ctax_schema::Phase, cell: &str) {
+        self.run.push(r.dir_name.clone());
+        self.config.push(r.config.clone());
+        self.launch.push(r.launch);
+        self.phase.push(phase.tag().to_owned());
+        self.cell.push(cell.to_owned());
+    }
+
+    fn into_columns(self) -> [Column; 5] {
+        [
+            str_col("run", self.run),
+            str_col("config", self.config),
+            Column::new("launch".into(), self.launch),
+            str_col("phase", self.phase),
+            str_col("cell", self.cell),
+        ]
+    }
+}
+
 /// One row per request record of every run and cell. `with_events` adds the per-event arrays
 /// as list columns (the Parquet export wants them; the analysis does not).
 pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame> {
@@ -38,12 +68,8 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
     } else {
         0
     };
-    let mut run = Vec::with_capacity(n);
     let mut request_id = Vec::with_capacity(n);
-    let mut config = Vec::with_capacity(n);
-    let mut launch = Vec::with_capacity(n);
-    let mut phase = Vec::with_capacity(n);
-    let mut cell = Vec::with_capacity(n);
+    let mut ids = IdCols::default();
     let mut rate = Vec::with_capacity(n);
     let mut input_len = Vec::with_capacity(n);
     let mut output_len = Vec::with_capacity(n);
@@ -78,11 +104,7 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
         for ((ph, c), rc) in &r.cells {
             for q in &rc.requests {
                 request_id.push(q.request_id.clone());
-                run.push(r.dir_name.clone());
-                config.push(r.config.clone());
-                launch.push(r.launch);
-                phase.push(ph.tag().to_owned());
-                cell.push(c.clone());
+                ids.push(r, *ph, c);
                 rate.push(q.rate);
                 input_len.push(q.input_len);
                 output_len.push(q.output_len);
@@ -112,30 +134,27 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
     }
     let df = DataFrame::new(
         n,
-        vec![
-            str_col("request_id", request_id),
-            str_col("run", run),
-            str_col("config", config),
-            Column::new("launch".into(), launch),
-            str_col("phase", phase),
-            str_col("cell", cell),
-            Column::new("rate".into(), rate),
-            Column::new("input_len".into(), input_len),
-            Column::new("output_len".into(), output_len),
-            Column::new("seq".into(), seq),
-            Column::new("t_intended_ns".into(), t_int),
-            Column::new("t_send_ns".into(), t_send),
-            Column::new("t_first_token_ns".into(), t_first),
-            Column::new("t_last_token_ns".into(), t_last),
-            Column::new("t_end_ns".into(), t_end),
-            Column::new("prompt_tokens".into(), prompt),
-            Column::new("completion_tokens".into(), completion),
-            Column::new("inflight_at_send".into(), inflight),
-            Column::new("warmup".into(), warmup),
-            str_col("status", status),
-            Column::new("http_status".into(), http),
-            Column::new("error".into(), error),
-        ],
+        std::iter::once(str_col("request_id", request_id))
+            .chain(ids.into_columns())
+            .chain([
+                Column::new("rate".into(), rate),
+                Column::new("input_len".into(), input_len),
+                Column::new("output_len".into(), output_len),
+                Column::new("seq".into(), seq),
+                Column::new("t_intended_ns".into(), t_int),
+                Column::new("t_send_ns".into(), t_send),
+                Column::new("t_first_token_ns".into(), t_first),
+                Column::new("t_last_token_ns".into(), t_last),
+                Column::new("t_end_ns".into(), t_end),
+                Column::new("prompt_tokens".into(), prompt),
+                Column::new("completion_tokens".into(), completion),
+                Column::new("inflight_at_send".into(), inflight),
+                Column::new("warmup".into(), warmup),
+                str_col("status", status),
+                Column::new("http_status".into(), http),
+                Column::new("error".into(), error),
+            ])
+            .collect(),
     )?;
     let df = if with_events {
         let mut df = df;
@@ -201,11 +220,7 @@ pub fn request_point_estimates(requests: &DataFrame, by_launch: bool) -> PolarsR
 /// One row per (scrape, series): long form of every metrics sample. A failed scrape keeps one
 /// row with null kind/series/value so that failures stay visible.
 pub fn metrics_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
-    let mut run = Vec::new();
-    let mut config = Vec::new();
-    let mut launch = Vec::new();
-    let mut phase = Vec::new();
-    let mut cell = Vec::new();
+    let mut ids = IdCols::default();
     let mut t_ns = Vec::new();
     let mut scrape_ms = Vec::new();
     let mut ok = Vec::new();
@@ -231,11 +246,7 @@ pub fn metrics_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
                     rows.push((None, None, None));
                 }
                 for (k, name, v) in rows {
-                    run.push(r.dir_name.clone());
-                    config.push(r.config.clone());
-                    launch.push(r.launch);
-                    phase.push(ph.tag().to_owned());
-                    cell.push(c.clone());
+                    ids.push(r, *ph, c);
                     t_ns.push(s.t_ns);
                     scrape_ms.push(s.scrape_ms);
                     ok.push(s.ok);
@@ -249,29 +260,23 @@ pub fn metrics_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
     let n = t_ns.len();
     DataFrame::new(
         n,
-        vec![
-            str_col("run", run),
-            str_col("config", config),
-            Column::new("launch".into(), launch),
-            str_col("phase", phase),
-            str_col("cell", cell),
-            Column::new("t_ns".into(), t_ns),
-            Column::new("scrape_ms".into(), scrape_ms),
-            Column::new("ok".into(), ok),
-            Column::new("kind".into(), kind),
-            Column::new("series".into(), series),
-            Column::new("value".into(), value),
-        ],
+        ids.into_columns()
+            .into_iter()
+            .chain([
+                Column::new("t_ns".into(), t_ns),
+                Column::new("scrape_ms".into(), scrape_ms),
+                Column::new("ok".into(), ok),
+                Column::new("kind".into(), kind),
+                Column::new("series".into(), series),
+                Column::new("value".into(), value),
+            ])
+            .collect(),
     )
 }
 
 /// One row per engine step record.
 pub fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
-    let mut run = Vec::new();
-    let mut config = Vec::new();
-    let mut launch = Vec::new();
-    let mut phase = Vec::new();
-    let mut cell = Vec::new();
+    let mut ids = IdCols::default();
     let mut t_ns = Vec::new();
     let mut step_id = Vec::new();
     let mut pid = Vec::new();
@@ -280,11 +285,7 @@ pub fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
     for r in &ds.runs {
         for ((ph, cl), rc) in &r.cells {
             for s in &rc.steps {
-                run.push(r.dir_name.clone());
-                config.push(r.config.clone());
-                launch.push(r.launch);
-                phase.push(ph.tag().to_owned());
-                cell.push(cl.clone());
+                ids.push(r, *ph, cl);
                 t_ns.push(s.t_ns);
                 step_id.push(s.step_id);
                 pid.push(s.pid);
@@ -313,25 +314,23 @@ pub fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
     let [c0, c1, c2, c3] = c;
     DataFrame::new(
         n,
-        vec![
-            str_col("run", run),
-            str_col("config", config),
-            Column::new("launch".into(), launch),
-            str_col("phase", phase),
-            str_col("cell", cell),
-            Column::new("t_ns".into(), t_ns),
-            Column::new("step_id".into(), step_id),
-            Column::new("pid".into(), pid),
-            Column::new("step_duration_us".into(), f0),
-            Column::new("schedule_us".into(), f1),
-            Column::new("build_meta_us".into(), f2),
-            Column::new("get_finished_us".into(), f3),
-            Column::new("start_load_kv_us".into(), f4),
-            Column::new("num_running".into(), c0),
-            Column::new("num_waiting".into(), c1),
-            Column::new("prefill_tokens".into(), c2),
-            Column::new("decode_tokens".into(), c3),
-        ],
+        ids.into_columns()
+            .into_iter()
+            .chain([
+                Column::new("t_ns".into(), t_ns),
+                Column::new("step_id".into(), step_id),
+                Column::new("pid".into(), pid),
+                Column::new("step_duration_us".into(), f0),
+                Column::new("schedule_us".into(), f1),
+                Column::new("build_meta_us".into(), f2),
+                Column::new("get_finished_us".into(), f3),
+                Column::new("start_load_kv_us".into(), f4),
+                Column::new("num_running".into(), c0),
+                Column::new("num_waiting".into(), c1),
+                Column::new("prefill_tokens".into(), c2),
+                Column::new("decode_tokens".into(), c3),
+            ])
+            .collect(),
     )
 }
 
