@@ -650,11 +650,20 @@ fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
                     .cmp(&(b.key.phase, b.input_len, b.output_len))
                     .then(a.rate.total_cmp(&b.rate))
             });
-            CellGroup {
-                anchor: format!("cells-{i}"),
-                config,
-                rows: cells.into_iter().map(cell_row).collect(),
+            // With several launches, each launch's own row follows its pooled row, so the
+            // launch-to-launch variation is visible next to the pooled CI.
+            let mut rows = Vec::new();
+            for c in cells {
+                rows.push(cell_row(c));
+                if c.launches.len() > 1 {
+                    for l in r.summary.per_launch.iter().filter(|p| p.key == c.key) {
+                        let mut row = cell_row(l);
+                        row.phase = format!("{} l{}", l.key.phase, l.launch.unwrap_or_default());
+                        rows.push(row);
+                    }
+                }
             }
+            CellGroup { anchor: format!("cells-{i}"), config, rows }
         })
         .collect()
 }
