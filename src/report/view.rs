@@ -663,7 +663,11 @@ fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
                     }
                 }
             }
-            CellGroup { anchor: format!("cells-{i}"), config, rows }
+            CellGroup {
+                anchor: format!("cells-{i}"),
+                config,
+                rows,
+            }
         })
         .collect()
 }
