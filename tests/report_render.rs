@@ -598,3 +598,44 @@ fn conventions_and_provenance_are_reported() {
         assert!(prov.contains(s), "provenance lacks {s}");
     }
 }
+
+/// A config with two launches: each launch's own row (with its own p90) follows the pooled row
+/// in the Cells tables of both the page and the Markdown twin.
+#[test]
+fn per_launch_rows_follow_the_pooled_cell() {
+    let mut r = fixture::demo_result();
+    let pooled = r
+        .summary
+        .cells
+        .iter_mut()
+        .find(|c| {
+            c.key.config == "plain" && c.key.phase == ctax_schema::Phase::A && c.launch.is_none()
+        })
+        .unwrap();
+    pooled.launches = vec![0, 1];
+    let mut per = Vec::new();
+    for (k, p90) in [(0u32, 987.0), (1u32, 654.0)] {
+        let mut l = pooled.clone();
+        l.launch = Some(k);
+        l.launches = vec![k];
+        l.ttft_ms.p90 = Some(connector_tax::analysis::model::Estimate {
+            est: p90,
+            lo: None,
+            hi: None,
+        });
+        per.push(l);
+    }
+    r.summary.per_launch = per;
+    let out = render(&r);
+    let html = out.html();
+    let md = out.md();
+    for text in [&html, &md] {
+        let a = text.find("A l0").expect("launch 0 row");
+        let b = text.find("A l1").expect("launch 1 row");
+        assert!(a < b);
+        assert!(
+            text.contains("987") && text.contains("654"),
+            "each launch shows its own p90"
+        );
+    }
+}
