@@ -311,7 +311,7 @@ fn write_cell(
         starts.push(start as u64);
         ends.push(last);
         let rec = RequestRecord {
-            request_id: format!("{}/l{launch}/{phase}/{name}/{i}", cfg.name),
+            request_id: ctax_schema::request_id(&cfg.name, launch, phase, &name, i as u64),
             config: cfg.name.clone(),
             launch,
             phase,

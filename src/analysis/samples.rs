@@ -184,7 +184,7 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
         None => (true, None),
     };
     if let Some(w) = s.window {
-        let mut e2e: Vec<f64> = reqs
+        let e2e: Vec<f64> = reqs
             .iter()
             .filter(|r| is_measured(r))
             .filter_map(|r| {
@@ -193,7 +193,6 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
             })
             .collect();
         s.completion_shift_ns = crate::stats::quantile(&e2e, 0.5).map_or(0, |d| d as u64);
-        e2e.clear();
         let shifted = Window {
             start_ns: w.start_ns + s.completion_shift_ns,
             end_ns: w.end_ns + s.completion_shift_ns,

@@ -32,39 +32,6 @@ pub struct Lines<T> {
     pub warnings: Vec<String>,
 }
 
-/// Reads the whole file, decompressing `.zst`. A zstd stream cut short (a killed compressor) is
-/// read up to the break and reported as a warning.
-pub fn read_bytes(path: &Path) -> Result<(Vec<u8>, Option<String>), IngestError> {
-    let raw = std::fs::read(path).map_err(|source| IngestError::Io {
-        path: path.into(),
-        source,
-    })?;
-    if path.extension().is_some_and(|e| e == "zst") {
-        let mut out = Vec::with_capacity(raw.len() * 8);
-        let mut dec =
-            zstd::stream::read::Decoder::new(&raw[..]).map_err(|source| IngestError::Io {
-                path: path.into(),
-                source,
-            })?;
-        match std::io::copy(&mut dec, &mut out) {
-            Ok(_) => Ok((out, None)),
-            Err(e) if !out.is_empty() => Ok((
-                out,
-                Some(format!(
-                    "{}: compressed stream ends early ({e}); read what was there",
-                    path.display()
-                )),
-            )),
-            Err(source) => Err(IngestError::Io {
-                path: path.into(),
-                source,
-            }),
-        }
-    } else {
-        Ok((raw, None))
-    }
-}
-
 /// Parses every line of `bytes` (contents of `path`) as `T`.
 pub fn parse_lines<T: DeserializeOwned>(
     path: &Path,

@@ -59,9 +59,16 @@ mod tests {
         assert!(after < before / 10, "{before} -> {after}");
         assert!(d.path().join("manifest.jsonl").exists());
         assert!(!run.join("metrics_A_r1_i8_o8.jsonl").exists());
-        let (bytes, warn) =
-            crate::ingest::jsonl::read_bytes(&run.join("metrics_A_r1_i8_o8.jsonl.zst")).unwrap();
-        assert_eq!(String::from_utf8(bytes).unwrap(), body);
-        assert!(warn.is_none());
+        let packed = std::fs::read(run.join("metrics_A_r1_i8_o8.jsonl.zst")).unwrap();
+        assert_eq!(
+            String::from_utf8(zstd::decode_all(&packed[..]).unwrap()).unwrap(),
+            body
+        );
+        let lines = crate::ingest::jsonl::read_jsonl::<serde_json::Value>(
+            &run.join("metrics_A_r1_i8_o8.jsonl.zst"),
+        )
+        .unwrap();
+        assert_eq!(lines.rows.len(), 1000);
+        assert!(lines.warnings.is_empty());
     }
 }

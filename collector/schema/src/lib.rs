@@ -229,6 +229,11 @@ impl Event {
     }
 }
 
+/// `<config>/l<launch>/<phase>/<cell>/<seq>`: the `request_id` of every request record.
+pub fn request_id(config: &str, launch: u32, phase: Phase, cell: &str, seq: u64) -> String {
+    format!("{config}/l{launch}/{}/{cell}/{seq}", phase.tag())
+}
+
 /// One line of `requests_<phase>_<cell>.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {

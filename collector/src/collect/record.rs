@@ -21,14 +21,7 @@ pub struct CellMeta {
 
 impl CellMeta {
     pub fn request_id(&self, seq: u64) -> String {
-        format!(
-            "{}/l{}/{}/{}/{}",
-            self.config,
-            self.launch,
-            self.phase.tag(),
-            self.cell,
-            seq
-        )
+        ctax_schema::request_id(&self.config, self.launch, self.phase, &self.cell, seq)
     }
 }
 
