@@ -6,11 +6,13 @@
 //! - [`analysis`] — per-cell statistics, throughput, saturation criteria, reference rates, taxes.
 //! - [`verdicts`] — hypotheses H1–H6 and success criteria SC1–SC7.
 //! - [`report`] — the eight figures and the HTML/Markdown report.
+//! - [`instrument_check`] — ctax-collect against `vllm bench serve` on one server (A-B-B-A).
 //! - [`orchestrate`] — `ctax run`: pre-flight, Phase A, reference rates, Phase B, analysis, report.
 
 pub mod analysis;
 pub mod fsutil;
 pub mod ingest;
+pub mod instrument_check;
 pub mod orchestrate;
 pub mod report;
 pub mod stats;

@@ -48,6 +48,13 @@ enum Cmd {
         #[arg(long, default_value_t = 19)]
         level: i32,
     },
+    /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
+    /// writes DIR/instrument_check.{md,json} and prints the table.
+    InstrumentCheck {
+        dir: PathBuf,
+        #[command(flatten)]
+        stats: StatsArgs,
+    },
     /// Write a synthetic (simulated) results root with known taxes, for demos and benchmarks.
     Synth {
         root: PathBuf,
@@ -137,6 +144,15 @@ fn run() -> anyhow::Result<ExitCode> {
                 before as f64 / 1e6,
                 after as f64 / 1e6
             );
+        }
+        Cmd::InstrumentCheck { dir, stats } => {
+            let positions = connector_tax::instrument_check::load(&dir)?;
+            let cmp =
+                connector_tax::instrument_check::compare(&positions, &stats.options().bootstrap);
+            let md = connector_tax::instrument_check::markdown(&cmp);
+            connector_tax::fsutil::write_atomic(&dir.join("instrument_check.md"), md.as_bytes())?;
+            connector_tax::fsutil::write_json_atomic(&dir.join("instrument_check.json"), &cmp)?;
+            print!("{md}");
         }
         Cmd::Synth { root, preset } => {
             let spec = connector_tax::synth::preset(&preset)?;

@@ -2,6 +2,7 @@
 //! ([`frames`]) and a Parquet export. Missing files make a cell (or part of it) missing with a
 //! warning, never a panic; malformed lines are errors naming file, line and field.
 
+pub mod engine_log;
 pub mod env;
 pub mod frames;
 pub mod jsonl;

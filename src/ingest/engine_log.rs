@@ -1,0 +1,330 @@
+//! What a connector changed in the engine, read from the server's own log
+//! (`vllm_stdout.log` + `vllm_stderr.log` of a run directory).
+//!
+//! A KV connector is not only a pair of callbacks: merely configuring one changes how vLLM
+//! builds the engine. These facts are the context of a tax (H3's framework-vs-implementation
+//! reading), so the report shows them next to it. Each rule matches a message that vLLM 0.26 /
+//! 0.32 or a connector package really prints (the source line is named at each rule); the tests
+//! feed real lines from H200 and CPU server logs.
+//!
+//! | fact | evidence |
+//! |---|---|
+//! | KV-cache layout | `<Connector> setting KV cache layout to HND …` (Mooncake, NIXL), `Connectors do not specify a kv cache layout, defaulting to NHD.`, `Using HND KV cache layout.` (0.3x); no connector → vLLM's default |
+//! | hybrid KV-cache manager off | `Turning off hybrid kv cache manager because …` |
+//! | connectors created | `Creating v1 connector with name: X and engine_id: …` |
+//! | compiled extensions missing | `… compiled extension not found …` (LMCache's `cuda_ops`) |
+//! | JIT compiles while serving | `Triton kernel JIT compilation during inference: <kernel>` (cold-start spikes) |
+//! | warnings | every `WARNING` line, grouped by source location, with a count |
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Engine facts of one launch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineFacts {
+    /// `HND` / `NHD` as the log states it; `None` when the log says nothing (no connector on
+    /// vLLM 0.26: the attention backend's default, NHD).
+    pub kv_cache_layout: Option<String>,
+    /// Who set the layout and why, as logged (e.g. `MooncakeConnector setting KV cache layout
+    /// to HND for …`).
+    pub kv_cache_layout_source: Option<String>,
+    /// The hybrid KV-cache manager was turned off because of the connector.
+    pub hybrid_kv_cache_manager_off: bool,
+    /// Connector classes the engine created (each once, in log order; MultiConnector's children
+    /// appear too).
+    pub connectors: Vec<String>,
+    /// Compiled extensions a package reported missing (it runs on a slower fallback).
+    pub missing_extensions: Vec<String>,
+    /// Triton kernels JIT-compiled while requests were being served (latency spikes of a cold
+    /// server), in log order with duplicates kept.
+    pub jit_during_inference: Vec<String>,
+    /// WARNING lines grouped by source location (`file.py:line`, or the message head when the
+    /// line has none): count and the first message (control characters removed, ≤ 240 chars).
+    pub warnings: BTreeMap<String, WarningGroup>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarningGroup {
+    pub count: u32,
+    pub first: String,
+}
+
+impl EngineFacts {
+    /// One line for a table: what differs from a plain engine.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(l) = &self.kv_cache_layout {
+            parts.push(format!("KV layout {l}"));
+        }
+        if self.hybrid_kv_cache_manager_off {
+            parts.push("hybrid KV-cache manager off".into());
+        }
+        for m in &self.missing_extensions {
+            parts.push(format!("missing compiled extension: {m}"));
+        }
+        if !self.jit_during_inference.is_empty() {
+            parts.push(format!(
+                "{} Triton JIT compiles while serving",
+                self.jit_during_inference.len()
+            ));
+        }
+        if parts.is_empty() {
+            "no engine change logged".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// Reads the two log files of a run directory (either may be missing).
+pub fn read_run(dir: &Path) -> Option<EngineFacts> {
+    let mut text = String::new();
+    let mut any = false;
+    for name in ["vllm_stdout.log", "vllm_stderr.log"] {
+        if let Ok(bytes) = std::fs::read(dir.join(name)) {
+            any = true;
+            text.push_str(&String::from_utf8_lossy(&bytes));
+            text.push('\n');
+        }
+    }
+    any.then(|| parse(&text))
+}
+
+/// Parses server log text.
+pub fn parse(text: &str) -> EngineFacts {
+    let mut f = EngineFacts::default();
+    for raw in text.lines() {
+        let line = clean(raw);
+        let msg = message(&line);
+        // vllm/distributed/kv_transfer/kv_connector/v1/{mooncake,nixl}: "<X>Connector setting KV
+        // cache layout to HND for better xfer performance." (0.26).
+        if let Some(i) = msg.find(" setting KV cache layout to ") {
+            let rest = &msg[i + " setting KV cache layout to ".len()..];
+            f.kv_cache_layout = Some(first_word(rest));
+            f.kv_cache_layout_source = Some(msg.to_owned());
+        } else if msg.contains("Connectors do not specify a kv cache layout, defaulting to NHD") {
+            // vllm/distributed/kv_transfer/kv_connector/utils.py (0.26), logged once.
+            if f.kv_cache_layout.is_none() {
+                f.kv_cache_layout = Some("NHD".into());
+                f.kv_cache_layout_source = Some(msg.to_owned());
+            }
+        } else if let Some(rest) = msg.strip_prefix("Using ")
+            && let Some(layout) = rest.strip_suffix(" KV cache layout.")
+        {
+            // vllm/v1/attention/backends/utils.py (0.3x): the layout actually chosen.
+            f.kv_cache_layout = Some(layout.to_owned());
+            f.kv_cache_layout_source = Some(msg.to_owned());
+        }
+        // vllm/config/vllm.py: "Turning off hybrid kv cache manager because `--kv-transfer-config`
+        // selects a KV connector that does not support it. …"
+        if msg.starts_with("Turning off hybrid kv cache manager") {
+            f.hybrid_kv_cache_manager_off = true;
+        }
+        // vllm/distributed/kv_transfer/kv_connector/factory.py
+        if let Some(rest) = msg.strip_prefix("Creating v1 connector with name: ") {
+            let name = first_word(rest);
+            if !f.connectors.contains(&name) {
+                f.connectors.push(name);
+            }
+        }
+        // LMCache 0.5.6 device_ops.py:129: "lmcache.cuda_ops compiled extension not found;
+        // CudaDeviceOps stays on the torch baseline for all ops."
+        if let Some(i) = msg.find(" compiled extension not found") {
+            let name = msg[..i]
+                .rsplit(|c: char| c.is_whitespace())
+                .next()
+                .unwrap_or("")
+                .to_owned();
+            if !name.is_empty() && !f.missing_extensions.contains(&name) {
+                f.missing_extensions.push(name);
+            }
+        }
+        // vllm jit_monitor.py: "Triton kernel JIT compilation during inference: fused_moe_kernel. …"
+        if let Some(rest) = msg.strip_prefix("Triton kernel JIT compilation during inference: ") {
+            f.jit_during_inference
+                .push(rest.split('.').next().unwrap_or(rest).trim().to_owned());
+        }
+        if let Some((loc, text)) = warning(&line) {
+            let g = f.warnings.entry(loc).or_default();
+            g.count += 1;
+            if g.first.is_empty() {
+                g.first = text.chars().take(240).collect();
+            }
+        }
+    }
+    f
+}
+
+/// Control characters (ANSI colour codes included) removed; a log is evidence, not markup.
+fn clean(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI sequence: ESC [ params final-byte
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if ('@'..='~').contains(&d) {
+                        break;
+                    }
+                }
+            }
+        } else if !c.is_control() || c == '\t' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The message part of a vLLM log line (`(Proc pid=N) LEVEL MM-DD HH:MM:SS [file.py:N] msg`),
+/// or the whole line when it has no such prefix.
+fn message(line: &str) -> &str {
+    match vllm_prefix(line) {
+        Some((_, _, msg)) => msg,
+        None => line.trim(),
+    }
+}
+
+/// (level, `file.py:N`, message) of a vLLM-format line.
+fn vllm_prefix(line: &str) -> Option<(&str, &str, &str)> {
+    let mut s = line.trim_start();
+    if s.starts_with('(') {
+        s = s[s.find(") ")? + 2..].trim_start();
+    }
+    let (level, rest) = s.split_once(' ')?;
+    if !matches!(level, "DEBUG" | "INFO" | "WARNING" | "ERROR" | "CRITICAL") {
+        return None;
+    }
+    let open = rest.find('[')?;
+    let close = open + rest[open..].find("] ")?;
+    Some((level, &rest[open + 1..close], rest[close + 2..].trim()))
+}
+
+/// A warning line: vLLM's format, Python's `warnings` (`file.py:N: XWarning: msg`), or LMCache's
+/// (`[time] LMCache WARNING: msg (file.py:N:func)`). Returns (location, message).
+fn warning(line: &str) -> Option<(String, String)> {
+    if let Some((level, loc, msg)) = vllm_prefix(line) {
+        return (level == "WARNING").then(|| (loc.to_owned(), msg.to_owned()));
+    }
+    if let Some(i) = line.find(" WARNING: ") {
+        let msg = line[i + " WARNING: ".len()..].trim();
+        let loc = msg
+            .rfind(" (")
+            .filter(|_| msg.ends_with(')'))
+            .map(|j| msg[j + 2..msg.len() - 1].to_owned())
+            .unwrap_or_else(|| head(msg));
+        return Some((loc, msg.to_owned()));
+    }
+    // Python's warnings module: "/path/file.py:N: CategoryWarning: message"
+    let mut parts = line.trim().splitn(3, ": ");
+    if let (Some(loc), Some(category), Some(_)) = (parts.next(), parts.next(), parts.next())
+        && loc.contains(".py:")
+        && category.ends_with("Warning")
+        && !category.contains(' ')
+    {
+        let loc = loc.rsplit('/').next().unwrap_or(loc);
+        return Some((
+            loc.to_owned(),
+            line.trim()[line.trim().find(category)?..].to_owned(),
+        ));
+    }
+    None
+}
+
+fn head(msg: &str) -> String {
+    msg.split_whitespace().take(6).collect::<Vec<_>>().join(" ")
+}
+
+fn first_word(s: &str) -> String {
+    s.split(|c: char| c.is_whitespace() || c == ',' || c == '.')
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines copied from results/h200-2026-11-29 (vLLM 0.26.0 on the H200, noop_connector l0).
+    const NOOP_026: &str = "\
+(APIServer pid=1650) WARNING 11-29 16:42:17 [system_utils.py:299] Found ulimit of 20000 and failed to automatically increase with error current limit exceeds maximum limit. This can cause fd limit errors like `OSError: [Errno 24] Too many open files`
+(EngineCore pid=1774) INFO 11-29 16:42:45 [utils.py:49] Connectors do not specify a kv cache layout, defaulting to NHD.
+(EngineCore pid=1774) INFO 11-29 16:43:45 [factory.py:62] Creating v1 connector with name: NoOpConnector and engine_id: 93bef2ec-abc7-4ac8-8823-77a07d372b0f
+(EngineCore pid=1774) WARNING 11-29 16:43:45 [base.py:190] Initializing KVConnectorBase_V1. This API is experimental and subject to change in the future as we iterate the design.
+(EngineCore pid=1774) INFO 11-29 16:44:14 [factory.py:62] Creating v1 connector with name: NoOpConnector and engine_id: 93bef2ec-abc7-4ac8-8823-77a07d372b0f
+(EngineCore pid=1774) WARNING 11-29 16:44:14 [base.py:190] Initializing KVConnectorBase_V1. This API is experimental and subject to change in the future as we iterate the design.
+(EngineCore pid=1774) WARNING 11-29 16:44:16 [jit_monitor.py:135] Triton kernel JIT compilation during inference: _compute_slot_mapping_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.
+(EngineCore pid=1774) WARNING 11-29 16:44:17 [jit_monitor.py:135] Triton kernel JIT compilation during inference: fused_moe_kernel. This causes a latency spike; consider extending warmup to cover this shape/config.
+/usr/lib/python3.12/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to be 1 leaked semaphore objects to clean up at shutdown
+";
+
+    #[test]
+    fn noop_on_vllm_026() {
+        let f = parse(NOOP_026);
+        assert_eq!(f.kv_cache_layout.as_deref(), Some("NHD"));
+        assert!(!f.hybrid_kv_cache_manager_off);
+        assert_eq!(f.connectors, vec!["NoOpConnector"]);
+        assert_eq!(
+            f.jit_during_inference,
+            vec!["_compute_slot_mapping_kernel", "fused_moe_kernel"]
+        );
+        assert_eq!(f.warnings["base.py:190"].count, 2);
+        assert_eq!(f.warnings["jit_monitor.py:135"].count, 2);
+        assert!(
+            f.warnings["resource_tracker.py:254"]
+                .first
+                .starts_with("UserWarning")
+        );
+        assert!(f.summary().contains("KV layout NHD"));
+        assert!(f.summary().contains("2 Triton JIT compiles while serving"));
+    }
+
+    /// vLLM 0.26.0's own messages for the connectors that change the engine (the source strings
+    /// of mooncake_connector.py:509 and config/vllm.py:1609 in the 0.26.0 wheel, in vLLM's line
+    /// format) and LMCache 0.5.6's warning exactly as its `logging.build_format` writes it,
+    /// colour codes included (message from v1/platform/devices/cuda/device_ops.py:129).
+    #[test]
+    fn connector_changes() {
+        let text = "\
+(EngineCore pid=9) INFO 11-30 10:00:00 [mooncake_connector.py:509] MooncakeConnector setting KV cache layout to HND for better xfer performance.
+(APIServer pid=8) WARNING 11-30 10:00:00 [vllm.py:1609] Turning off hybrid kv cache manager because `--kv-transfer-config` selects a KV connector that does not support it. Impact: hybrid SSM models (e.g. Jamba, Bamba) require HMA and will fail at startup without it.
+\u{1b}[33;20m[2026-11-30 10:00:01,000] LMCache WARNING:\u{1b}[0m lmcache.cuda_ops compiled extension not found; CudaDeviceOps stays on the torch baseline for all ops. \u{1b}[3m(device_ops.py:129:lmcache.v1.platform.devices.cuda.device_ops)\u{1b}[0m
+";
+        let f = parse(text);
+        assert_eq!(f.kv_cache_layout.as_deref(), Some("HND"));
+        assert!(
+            f.kv_cache_layout_source
+                .as_deref()
+                .unwrap()
+                .starts_with("MooncakeConnector")
+        );
+        assert!(f.hybrid_kv_cache_manager_off);
+        assert_eq!(f.missing_extensions, vec!["lmcache.cuda_ops"]);
+        assert_eq!(
+            f.warnings["device_ops.py:129:lmcache.v1.platform.devices.cuda.device_ops"].count,
+            1
+        );
+        let s = f.summary();
+        assert!(
+            s.contains("KV layout HND") && s.contains("hybrid KV-cache manager off"),
+            "{s}"
+        );
+    }
+
+    /// A plain launch logs no layout and no connector; colour codes and control characters in
+    /// a line never reach the facts.
+    #[test]
+    fn plain_and_hostile_lines() {
+        let f = parse(
+            "\u{1b}[0;33m(EngineCore pid=1) WARNING 11-29 16:42:17 [x.py:1] bell\u{7} here\u{1b}[0m\nINFO 11-29 16:42:17 [api.py:2] ready\n",
+        );
+        assert_eq!(f.kv_cache_layout, None);
+        assert!(f.connectors.is_empty());
+        assert_eq!(f.warnings["x.py:1"].first, "bell here");
+        assert_eq!(f.summary(), "no engine change logged");
+    }
+}
