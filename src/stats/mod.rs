@@ -1,6 +1,8 @@
 //! Pure statistics: no I/O, no knowledge of configs or files.
 
+pub mod block_length;
 pub mod bootstrap;
+pub mod launch_noise;
 pub mod percentile;
 
 pub use bootstrap::{
