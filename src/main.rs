@@ -48,6 +48,9 @@ enum Cmd {
         #[arg(long, default_value_t = 19)]
         level: i32,
     },
+    /// Print the evidence behind the statistical defaults: autocorrelation by send order,
+    /// block lengths and within-cell drift of every run cell (Markdown).
+    Diagnose { root: PathBuf },
     /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
     /// writes DIR/instrument_check.{md,json} and prints the table.
     InstrumentCheck {
@@ -143,6 +146,13 @@ fn run() -> anyhow::Result<ExitCode> {
                 "compressed {files} files: {:.1} MB -> {:.1} MB",
                 before as f64 / 1e6,
                 after as f64 / 1e6
+            );
+        }
+        Cmd::Diagnose { root } => {
+            let ds = connector_tax::ingest::load(&root)?;
+            print!(
+                "{}",
+                connector_tax::diagnose::markdown(&connector_tax::diagnose::diagnose(&ds))
             );
         }
         Cmd::InstrumentCheck { dir, stats } => {
