@@ -12,9 +12,9 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use ctax_schema::{
-    Arrival, Cell, CellHealth, Event, FileKind, MetricsSample, Phase, PlannedCell, PreflightEntry,
-    PreflightStatus, RequestRecord, RunConfig, RunSummary, SCHEMA_VERSION, Status, StepRecord,
-    file_name,
+    Arrival, Cell, CellHealth, CellKey, Decision, Event, FileKind, MetricsSample, Phase,
+    PlannedCell, PreflightEntry, PreflightStatus, RequestRecord, RunConfig, RunSummary,
+    SCHEMA_VERSION, Status, StepRecord, file_name,
 };
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
@@ -122,7 +122,7 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
         pre.configs.insert(
             cfg.name.clone(),
             PreflightEntry {
-                decision: "include".into(),
+                decision: Decision::Include,
                 reason: None,
                 log: None,
                 checked_unix_ms: None,
@@ -169,7 +169,7 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
         pre.configs.insert(
             name.clone(),
             PreflightEntry {
-                decision: "skip".into(),
+                decision: Decision::Skip,
                 reason: Some(reason.clone()),
                 log: None,
                 checked_unix_ms: None,
@@ -249,7 +249,9 @@ fn write_run(
     for (phase, cell) in cells {
         let h = write_cell(spec, cfg, launch, level, *phase, cell, dir, t0, rng)?;
         t0 = h.t_end_ns + 5_000_000_000;
-        summary.cells.insert(format!("{phase}/{}", cell.name()), h);
+        summary
+            .cells
+            .insert(CellKey::new(*phase, cell.clone()).to_string(), h);
     }
     crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary)?;
     Ok(())

@@ -207,7 +207,7 @@ fn dataset_info(ds: &Dataset, cells: &[CellStats]) -> DatasetInfo {
             .preflight
             .as_ref()
             .and_then(|p| p.configs.get(c))
-            .filter(|e| e.decision == "skip")
+            .filter(|e| e.decision == ctax_schema::Decision::Skip)
             .map(|e| {
                 format!(
                     "pre-flight SKIP: {}",

@@ -50,8 +50,16 @@ pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
     summary.schema_version = ctax_schema::SCHEMA_VERSION;
     for c in res.summary.cells {
         let q = |x: &crate::analysis::model::Quantiles| serde_json::json!({"n": x.n, "p50": x.p50, "p90": x.p90, "p99": x.p99, "mean": x.mean});
+        let key = ctax_schema::CellKey::new(
+            c.key.phase,
+            ctax_schema::Cell {
+                rate: c.rate,
+                input_len: c.input_len,
+                output_len: c.output_len,
+            },
+        );
         summary.stats.insert(
-            format!("{}/{}", c.key.phase, c.key.cell),
+            key.to_string(),
             serde_json::json!({
                 "counts": c.counts,
                 "ttft_ms": q(&c.ttft_ms),

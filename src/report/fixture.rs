@@ -897,7 +897,11 @@ pub fn build(
             config: c.to_owned(),
             launch: 0,
             run_dir: None,
-            status: if skip.is_some() { "skip" } else { "ok" }.to_owned(),
+            status: if skip.is_some() {
+                ctax_schema::RowStatus::Skip
+            } else {
+                ctax_schema::RowStatus::Include
+            },
             reason: skip.cloned(),
             vllm_version: Some("0.11.2".to_owned()),
             vllm_git_sha: Some("9c3fe1d2a7".to_owned()),
@@ -912,7 +916,11 @@ pub fn build(
         preflight.configs.insert(
             c.to_owned(),
             PreflightEntry {
-                decision: if skip.is_some() { "skip" } else { "include" }.to_owned(),
+                decision: if skip.is_some() {
+                    ctax_schema::Decision::Skip
+                } else {
+                    ctax_schema::Decision::Include
+                },
                 reason: skip
                     .cloned()
                     .or_else(|| Some("all checks passed".to_owned())),
@@ -956,7 +964,7 @@ pub fn build(
                 config: c.to_owned(),
                 launch,
                 run_dir: Some(run_dir.clone()),
-                status: "ok".to_owned(),
+                status: ctax_schema::RowStatus::Ok,
                 reason: None,
                 vllm_version: Some("0.11.2".to_owned()),
                 vllm_git_sha: Some("9c3fe1d2a7".to_owned()),
@@ -1096,14 +1104,14 @@ pub fn without_config(mut r: AnalysisResult, config: &str, reason: &str) -> Anal
         .manifest
         .retain(|m| m.config != config || m.stage == "preflight");
     for m in s.dataset.manifest.iter_mut().filter(|m| m.config == config) {
-        m.status = "skip".to_owned();
+        m.status = ctax_schema::RowStatus::Skip;
         m.reason = Some(reason.to_owned());
     }
     if let Some(p) = s.dataset.preflight.as_mut() {
         p.configs.insert(
             config.to_owned(),
             PreflightEntry {
-                decision: "skip".to_owned(),
+                decision: ctax_schema::Decision::Skip,
                 reason: Some(reason.to_owned()),
                 log: Some(format!("preflight/verify_{config}.log")),
                 checked_unix_ms: Some(1_763_633_700_000),

@@ -706,7 +706,7 @@ fn provenance(r: &AnalysisResult) -> Provenance {
             stage: m.stage.clone(),
             config: m.config.clone(),
             launch: m.launch.to_string(),
-            status: m.status.clone(),
+            status: m.status.as_str().to_owned(),
             reason: m.reason.clone().unwrap_or_default(),
             run_dir: m.run_dir.clone().unwrap_or_default(),
             vllm: match (&m.vllm_version, &m.vllm_git_sha) {
@@ -772,7 +772,7 @@ fn provenance(r: &AnalysisResult) -> Provenance {
                 .map(|(c, e)| {
                     [
                         c.clone(),
-                        e.decision.clone(),
+                        e.decision.as_str().to_owned(),
                         e.reason.clone().unwrap_or_default(),
                         e.log.clone().unwrap_or_default(),
                     ]

@@ -1,6 +1,6 @@
 //! The seed's success criteria SC1–SC7 ("Success Criteria (revised)").
 
-use ctax_schema::{FileKind, file_name};
+use ctax_schema::{Decision, FileKind, file_name};
 
 use super::hypotheses::{
     H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, h3_label, h3_ratio, h4_deviation,
@@ -214,7 +214,7 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
             .as_ref()
             .and_then(|p| p.configs.get(c))
             .is_some_and(|e| {
-                e.decision == "skip" && e.reason.as_ref().is_some_and(|r| !r.is_empty())
+                e.decision == Decision::Skip && e.reason.as_ref().is_some_and(|r| !r.is_empty())
             });
         if !has_reason {
             missing.push(format!(
