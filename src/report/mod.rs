@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::analysis::model::{AnalysisResult, config_order};
+use crate::fsutil::write_atomic;
 pub use html::HtmlExporter;
 pub use markdown::MarkdownExporter;
 use view::ReportView;
@@ -77,7 +78,8 @@ pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<Rendere
         let file = match &f.svg {
             Some(svg) => {
                 let p = fig_dir.join(f.file_name());
-                write_atomic(&p, svg.as_bytes())?;
+                write_atomic(&p, svg.as_bytes())
+                    .with_context(|| format!("writing {}", p.display()))?;
                 files.push(p.clone());
                 Some(p)
             }
@@ -99,7 +101,7 @@ pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<Rendere
             .render(&view)
             .with_context(|| format!("rendering {}", e.file_name()))?;
         let p = out_dir.join(e.file_name());
-        write_atomic(&p, text.as_bytes())?;
+        write_atomic(&p, text.as_bytes()).with_context(|| format!("writing {}", p.display()))?;
         files.push(p);
     }
     Ok(RenderedReport {
@@ -126,16 +128,6 @@ fn remove_stale_figures(dir: &Path, figures: &[figures::Figure]) -> anyhow::Resu
             std::fs::remove_file(&p).with_context(|| format!("removing stale {}", p.display()))?;
         }
     }
-    Ok(())
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("out")
-    ));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
 }
 
