@@ -447,9 +447,17 @@ fn write_cell(
     })
 }
 
-/// Named presets: `demo` (all 8 configs, Phase A + B, known taxes) and `bench` (seed scale:
-/// 8 configs × 16 cells × 2,000 requests × 256 events).
-pub fn preset(name: &str) -> anyhow::Result<SynthSpec> {
+/// Named presets of `ctax synth --preset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// All 8 configs, Phase A + B, known taxes.
+    Demo,
+    /// Seed scale: 8 configs × 16 cells × 2,000 requests × 256 events.
+    Bench,
+}
+
+/// The spec of a named preset.
+pub fn preset(preset: Preset) -> SynthSpec {
     let eight = |callback: bool| -> Vec<SynthConfig> {
         let mut v = vec![
             ("plain", 1.0, 1.0, 8.0, 0.0),
@@ -480,8 +488,8 @@ pub fn preset(name: &str) -> anyhow::Result<SynthSpec> {
         });
         v
     };
-    Ok(match name {
-        "demo" => SynthSpec {
+    match preset {
+        Preset::Demo => SynthSpec {
             configs: eight(true),
             launches: 2,
             phase_a_rates: vec![0.5, 1.0, 2.0, 4.0, 8.0, 16.0],
@@ -494,7 +502,7 @@ pub fn preset(name: &str) -> anyhow::Result<SynthSpec> {
             launch_sigma: 0.03,
             ..SynthSpec::default()
         },
-        "bench" => SynthSpec {
+        Preset::Bench => SynthSpec {
             configs: eight(true),
             launches: 1,
             phase_a_rates: vec![
@@ -508,6 +516,5 @@ pub fn preset(name: &str) -> anyhow::Result<SynthSpec> {
             step_gap_ms: 50.0,
             ..SynthSpec::default()
         },
-        other => anyhow::bail!("unknown synth preset `{other}` (demo, bench)"),
-    })
+    }
 }

@@ -148,6 +148,15 @@ fn sim_sweep_produces_every_artifact_and_resume_is_a_no_op() {
         out.join("analysis/summary.json").exists() && out.join("analysis/verdicts.json").exists()
     );
     assert!(out.join("analysis/requests.parquet").exists());
+    // Stage 4 is the pipeline behind `ctax analyze` and `ctax report`: the report carries the
+    // data it was drawn from, byte for byte what analysis/ holds.
+    for f in ["summary.json", "verdicts.json"] {
+        assert_eq!(
+            std::fs::read(out.join("analysis").join(f)).unwrap(),
+            std::fs::read(out.join("report/data").join(f)).unwrap(),
+            "{f}"
+        );
+    }
     let html = std::fs::read_to_string(out.join("report/index.html")).unwrap();
     assert!(
         html.to_lowercase().contains("simulated"),

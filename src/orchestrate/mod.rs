@@ -4,9 +4,9 @@
 //! |---|---|---|
 //! | 0 | pre-flight (verify scripts → preflight_status.json) + step-timing plugin install | [`preflight`], [`stage0_plugin`] |
 //! | 1 | Phase A over all included configs, seeded random order, launches interleaved | [`launch_run`] |
-//! | 2 | reference rates (the analysis engine's code) → reference_rates.json | [`stages::reference_rates`] |
+//! | 2 | reference rates (the analysis engine's saturation code, no verdicts) → reference_rates.json | [`stages::reference_rates`] |
 //! | 3 | Phase B at ref_safe (+ B' at ref_load for the priority configs when they differ) | [`launch_run`] |
-//! | 4 | plugin removal, analysis, report | [`run`] |
+//! | 4 | plugin removal, then [`crate::pipeline::run`]: `analysis/` and `report/` (with `report/data/`) | [`run`] |
 //!
 //! Resume: run again with the same `--out`. A launch whose cells are all complete is skipped;
 //! a launch with incomplete cells is relaunched in the same run directory and reruns only those
@@ -298,10 +298,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if ctx.profile.server.step_timing && is_vllm(&ctx.profile) {
             stage0_plugin(&ctx, "remove")?;
         }
-        let result =
-            crate::analysis::run(&root, &crate::analysis::AnalyzeOptions::default(), None)?;
         let out = root.join("report");
-        crate::report::render(&result, &out)?;
+        crate::pipeline::run(
+            &root,
+            &crate::analysis::AnalyzeOptions::default(),
+            &crate::pipeline::Outputs {
+                analysis_dir: Some(root.join("analysis")),
+                report_dir: Some(out.clone()),
+            },
+        )?;
         eprintln!("[ctax] report: {}", out.join("index.html").display());
     }
     eprintln!(

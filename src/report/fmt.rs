@@ -201,6 +201,30 @@ pub fn estimate(e: &Estimate, unit: &str) -> String {
     }
 }
 
+/// A fraction as a whole percentage, for thresholds: `0.95` → `95%`.
+pub fn whole_pct(frac: f64) -> String {
+    format!("{:.0}%", frac * 100.0)
+}
+
+/// Request shapes for captions and headings: `input 4096, output 256` for one shape,
+/// `input/output 512/64, 4096/256` for several (sorted, duplicates dropped).
+pub fn shapes(shapes: &[(u32, u32)]) -> String {
+    let mut v = shapes.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    match v.as_slice() {
+        [] => "no measured shape".to_owned(),
+        [(i, o)] => format!("input {i}, output {o}"),
+        many => format!(
+            "input/output {}",
+            many.iter()
+                .map(|(i, o)| format!("{i}/{o}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// Optional estimate; `n/a` when absent.
 pub fn opt_estimate(e: Option<&Estimate>, unit: &str) -> String {
     e.map_or_else(|| NA.to_owned(), |e| estimate(e, unit))
@@ -392,5 +416,19 @@ mod tests {
         assert_eq!(md("0.02 [-0.10, 0.15]"), "0.02 \\[-0.10, 0.15\\]");
         let b = md_code_block("x ``` y", "");
         assert!(b.starts_with("````\n"));
+    }
+
+    #[test]
+    fn shapes_and_thresholds() {
+        assert_eq!(
+            shapes(&[(4096, 256), (4096, 256)]),
+            "input 4096, output 256"
+        );
+        assert_eq!(
+            shapes(&[(4096, 256), (512, 64)]),
+            "input/output 512/64, 4096/256"
+        );
+        assert_eq!(whole_pct(0.95), "95%");
+        assert_eq!(whole_pct(0.10), "10%");
     }
 }

@@ -1,6 +1,6 @@
 //! `ctax report`: the static report users read and papers link to.
 //!
-//! [`render`] turns an [`AnalysisResult`] into
+//! [`render`] turns an [`AnalysisResult`] and its [`Verdicts`] into
 //! - `index.html`: one self-contained offline page (inline CSS, inline SVG figures, no script),
 //! - `report.md`: its Markdown twin for a GitHub PR, with
 //! - `figures/fig<N>_<what>.svg`: the figures the page inlines and the Markdown links.
@@ -12,7 +12,6 @@
 //! function of the input: no clock, no hash-map order, fixed number formatting.
 
 pub mod figures;
-pub mod fixture;
 pub mod fmt;
 pub mod prose;
 pub mod view;
@@ -26,6 +25,7 @@ use anyhow::Context;
 
 use crate::analysis::model::{AnalysisResult, config_order};
 use crate::fsutil::write_atomic;
+use crate::verdicts::Verdicts;
 pub use html::HtmlExporter;
 pub use markdown::MarkdownExporter;
 use view::ReportView;
@@ -67,7 +67,11 @@ pub struct FigureStatus {
 /// Renders the report into `out_dir` (created if needed). Figure files this renderer owns
 /// (`figures/fig<N>_*.svg`) that the current data no longer produces are removed, so a committed
 /// `site/` never keeps a stale figure.
-pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<RenderedReport> {
+pub fn render(
+    result: &AnalysisResult,
+    verdicts: &Verdicts,
+    out_dir: &Path,
+) -> anyhow::Result<RenderedReport> {
     let fig_dir = out_dir.join("figures");
     std::fs::create_dir_all(&fig_dir).with_context(|| format!("creating {}", fig_dir.display()))?;
     let figures = figures::build_all(result)?;
@@ -94,7 +98,7 @@ pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<Rendere
     }
     remove_stale_figures(&fig_dir, &figures)?;
 
-    let view = ReportView::build(result, &figures);
+    let view = ReportView::build(result, verdicts, &figures);
     let exporters: [&dyn Exporter; 2] = [&HtmlExporter, &MarkdownExporter];
     for e in exporters {
         let text = e
