@@ -531,6 +531,56 @@ fn data_strings_are_escaped_everywhere() {
     check_md_html(&md);
 }
 
+/// Control characters in data (terminal escapes, a bell, C1 codes) never reach a reader raw:
+/// HTML, SVG and Markdown show them as visible `\u{..}` text, in tables and code blocks alike.
+#[test]
+fn control_characters_are_shown_as_text() {
+    let mut f = common::demo();
+    let name = "lm\u{1b}[31mcache\u{7}";
+    common::rename_config(&mut f, "lmcache_only", name);
+    let s = &mut f.analysis.summary;
+    s.warnings
+        .push("bell \u{7}, C1 CSI \u{9b}, DEL \u{7f}, CR \r in a warning".to_owned());
+    s.dataset.profile = Some("name = \"x\u{1b}]0;title\u{7}\"\n".to_owned());
+    let out = render(&f);
+    let mut docs = vec![
+        ("index.html".to_owned(), out.html()),
+        ("report.md".to_owned(), out.md()),
+    ];
+    for p in out.rendered.figures.iter().filter_map(|f| f.file.as_ref()) {
+        docs.push((p.display().to_string(), std::fs::read_to_string(p).unwrap()));
+    }
+    for (doc, text) in &docs {
+        if let Some(c) = text
+            .chars()
+            .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+        {
+            panic!("{doc} contains the raw control character {c:?}");
+        }
+    }
+    let html = out.html();
+    assert!(
+        html.contains(r"lm\u{1b}[31mcache\u{7}"),
+        "config name in the page"
+    );
+    assert!(html.contains(r"C1 CSI \u{9b}, DEL \u{7f}, CR \u{d} in a warning"));
+    assert!(html.contains(r"x\u{1b}]0;title\u{7}"), "profile code block");
+    let md = out.md();
+    assert!(
+        md.contains(r"lm\u{1b}\[31mcache\u{7}"),
+        "config name in report.md"
+    );
+    assert!(
+        md.contains(r"x\u{1b}]0;title\u{7}"),
+        "profile code block in report.md"
+    );
+    let fig1 = out.read("figures/fig1_ttft_vs_rate.svg");
+    assert!(
+        fig1.contains(r"lm\u{1b}[31mcache\u{7}"),
+        "legend of figure 1"
+    );
+}
+
 /// report.md without its fenced code blocks.
 fn strip_fences(md: &str) -> String {
     let mut out = String::new();

@@ -9,7 +9,9 @@
 //! (numbers formatted with units and CIs); an [`Exporter`] per format renders it through an askama
 //! template in `templates/`; [`figures`] holds one module per figure over shared axes, palette and
 //! legend helpers; [`prose`] renders the Markdown prose in `templates/prose/`. Output is a pure
-//! function of the input: no clock, no hash-map order, fixed number formatting.
+//! function of the input: no clock, no hash-map order, fixed number formatting. Data strings are
+//! escaped for each format, and control characters in them are shown as visible `\u{..}` text
+//! in every output ([`fmt::visible_controls`]).
 
 pub mod figures;
 pub mod fmt;
@@ -82,7 +84,7 @@ pub fn render(
         let file = match &f.svg {
             Some(svg) => {
                 let p = fig_dir.join(f.file_name());
-                write_atomic(&p, svg.as_bytes())
+                write_atomic(&p, fmt::visible_controls(svg).as_bytes())
                     .with_context(|| format!("writing {}", p.display()))?;
                 files.push(p.clone());
                 Some(p)
@@ -105,7 +107,8 @@ pub fn render(
             .render(&view)
             .with_context(|| format!("rendering {}", e.file_name()))?;
         let p = out_dir.join(e.file_name());
-        write_atomic(&p, text.as_bytes()).with_context(|| format!("writing {}", p.display()))?;
+        write_atomic(&p, fmt::visible_controls(&text).as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?;
         files.push(p);
     }
     Ok(RenderedReport {
