@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use connector_tax::analysis::{AnalyzeOptions, analyze};
+use connector_tax::analysis::AnalyzeOptions;
 
 fn peak_rss_mb() -> f64 {
     // SAFETY: getrusage fills the struct we own.
@@ -24,7 +24,7 @@ fn main() {
             let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-archive");
             if !p.join("preflight/preflight_status.json").exists() {
                 let t = Instant::now();
-                let spec = connector_tax::synth::preset("bench").unwrap();
+                let spec = connector_tax::synth::preset(connector_tax::synth::Preset::Bench);
                 connector_tax::synth::generate(&spec, &p).unwrap();
                 eprintln!(
                     "generated the archive in {:.1} s",
@@ -52,11 +52,12 @@ fn main() {
         .sum();
     let cells: usize = ds.runs.iter().map(|r| r.cells.len()).sum();
     let t1 = Instant::now();
-    let (res, _frame) = analyze(&ds, &AnalyzeOptions::default()).unwrap();
+    let (res, verdicts) =
+        connector_tax::pipeline::evaluate(&ds, &AnalyzeOptions::default()).unwrap();
     let t_analyze = t1.elapsed().as_secs_f64();
     let t2 = Instant::now();
     let out = std::env::temp_dir().join("ctax-bench-analysis");
-    connector_tax::analysis::write_outputs(&res, &out).unwrap();
+    connector_tax::pipeline::write_data(&res, &verdicts, &out).unwrap();
     connector_tax::ingest::frames::export_parquet(&ds, &out).unwrap();
     let t_write = t2.elapsed().as_secs_f64();
     let total = t0.elapsed().as_secs_f64();

@@ -1,107 +1,13 @@
 //! `ctax`: run KV-connector substrate-tax sweeps against vLLM, analyse them, render the report.
+//! The command line is defined (and tested) in `connector_tax::cli`.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
-use connector_tax::analysis::{self, AnalyzeOptions};
-use connector_tax::stats::{BootstrapConfig, Method};
-
-#[derive(Parser)]
-#[command(
-    name = "ctax",
-    version,
-    about = "Measure the substrate tax of vLLM's KV-connector machinery"
-)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Analyse a results root: writes <root>/analysis/{summary,verdicts}.json and Parquet tables.
-    Analyze {
-        root: PathBuf,
-        /// Output directory (default <root>/analysis).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[command(flatten)]
-        stats: StatsArgs,
-    },
-    /// Analyse a results root and render the static report (index.html, report.md, figures/).
-    Report {
-        root: PathBuf,
-        #[arg(long, default_value = "site")]
-        out: PathBuf,
-        #[command(flatten)]
-        stats: StatsArgs,
-    },
-    /// Compute reference rates from Phase A data and write <root>/reference_rates.json.
-    ReferenceRates { root: PathBuf },
-    /// Run a sweep against vLLM (stages 0-4); see `ctax run --help`.
-    Run(connector_tax::orchestrate::RunArgs),
-    /// Compress a results root's raw JSONL with zstd (ingest reads .jsonl.zst).
-    Archive {
-        root: PathBuf,
-        /// zstd level.
-        #[arg(long, default_value_t = 19)]
-        level: i32,
-    },
-    /// Print the evidence behind the statistical defaults: autocorrelation by send order,
-    /// block lengths and within-cell drift of every run cell (Markdown).
-    Diagnose { root: PathBuf },
-    /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
-    /// writes DIR/instrument_check.{md,json} and prints the table.
-    InstrumentCheck {
-        dir: PathBuf,
-        #[command(flatten)]
-        stats: StatsArgs,
-    },
-    /// Write a synthetic (simulated) results root with known taxes, for demos and benchmarks.
-    Synth {
-        root: PathBuf,
-        /// demo: all 8 configs, Phase A + B; bench: the seed-scale benchmark archive.
-        #[arg(long, default_value = "demo")]
-        preset: String,
-    },
-}
-
-#[derive(Args, Clone)]
-struct StatsArgs {
-    /// Bootstrap resamples.
-    #[arg(long, default_value_t = 10_000)]
-    resamples: usize,
-    /// Bootstrap seed (same seed + same input = byte-identical output).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Moving-block bootstrap over send order instead of iid; optional block length
-    /// (default ceil(n^(1/3))).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0")]
-    block: Option<usize>,
-    /// Skip ITL statistics (pooled inter-token gaps are the largest table).
-    #[arg(long)]
-    skip_itl: bool,
-}
-
-impl StatsArgs {
-    fn options(&self) -> AnalyzeOptions {
-        let method = match self.block {
-            None => Method::Iid,
-            Some(0) => Method::MovingBlock { block_len: None },
-            Some(b) => Method::MovingBlock { block_len: Some(b) },
-        };
-        AnalyzeOptions {
-            bootstrap: BootstrapConfig {
-                resamples: self.resamples,
-                seed: self.seed,
-                method,
-                ..Default::default()
-            },
-            skip_itl: self.skip_itl,
-        }
-    }
-}
+use clap::Parser;
+use connector_tax::analysis::model::AnalysisResult;
+use connector_tax::cli::{Cli, Cmd};
+use connector_tax::pipeline::{self, Outputs};
+use connector_tax::verdicts::Verdicts;
 
 fn main() -> ExitCode {
     match run() {
@@ -117,20 +23,22 @@ fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Analyze { root, out, stats } => {
-            let res = analysis::run(&root, &stats.options(), out.as_deref())?;
-            print_headline(&res);
+            let outputs = Outputs {
+                analysis_dir: Some(out.unwrap_or_else(|| root.join("analysis"))),
+                report_dir: None,
+            };
+            let done = pipeline::run(&root, &stats.options(), &outputs)?;
+            print_headline(&done.analysis, &done.verdicts);
         }
         Cmd::Report { root, out, stats } => {
-            let ds = connector_tax::ingest::load(&root)?;
-            let (res, _) = analysis::analyze(&ds, &stats.options())?;
-            analysis::write_outputs(&res, &out.join("data"))?;
-            let rendered = connector_tax::report::render(&res, &out)?;
-            print_headline(&res);
-            eprintln!(
-                "report written to {} ({} files)",
-                out.display(),
-                rendered.files.len()
-            );
+            let outputs = Outputs {
+                analysis_dir: None,
+                report_dir: Some(out.clone()),
+            };
+            let done = pipeline::run(&root, &stats.options(), &outputs)?;
+            print_headline(&done.analysis, &done.verdicts);
+            let files = done.report.map_or(0, |r| r.files.len());
+            eprintln!("report written to {} ({files} files)", out.display());
         }
         Cmd::ReferenceRates { root } => {
             let refs = connector_tax::orchestrate::stages::reference_rates(&root)?;
@@ -150,22 +58,19 @@ fn run() -> anyhow::Result<ExitCode> {
         }
         Cmd::Diagnose { root } => {
             let ds = connector_tax::ingest::load(&root)?;
-            print!(
-                "{}",
-                connector_tax::diagnose::markdown(&connector_tax::diagnose::diagnose(&ds))
-            );
+            let rows = connector_tax::diagnose::diagnose(&ds);
+            print!("{}", connector_tax::diagnose::markdown(&rows));
         }
         Cmd::InstrumentCheck { dir, stats } => {
-            let positions = connector_tax::instrument_check::load(&dir)?;
-            let cmp =
-                connector_tax::instrument_check::compare(&positions, &stats.options().bootstrap);
-            let md = connector_tax::instrument_check::markdown(&cmp);
+            use connector_tax::instrument_check as ic;
+            let cmp = ic::compare(&ic::load(&dir)?, &stats.options().bootstrap);
+            let md = ic::markdown(&cmp);
             connector_tax::fsutil::write_atomic(&dir.join("instrument_check.md"), md.as_bytes())?;
             connector_tax::fsutil::write_json_atomic(&dir.join("instrument_check.json"), &cmp)?;
             print!("{md}");
         }
         Cmd::Synth { root, preset } => {
-            let spec = connector_tax::synth::preset(&preset)?;
+            let spec = connector_tax::synth::preset(preset);
             let dirs = connector_tax::synth::generate(&spec, &root)?;
             println!(
                 "wrote {} simulated run directories under {}",
@@ -177,8 +82,8 @@ fn run() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_headline(res: &connector_tax::analysis::model::AnalysisResult) {
-    let s = &res.summary;
+fn print_headline(analysis: &AnalysisResult, verdicts: &Verdicts) {
+    let s = &analysis.summary;
     if s.dataset.simulated {
         eprintln!("NOTE: this dataset is SIMULATED");
     }
@@ -190,12 +95,7 @@ fn print_headline(res: &connector_tax::analysis::model::AnalysisResult) {
         s.taxes.len(),
         s.warnings.len()
     );
-    for v in res
-        .verdicts
-        .hypotheses
-        .iter()
-        .chain(&res.verdicts.success_criteria)
-    {
+    for v in verdicts.all() {
         eprintln!("  {:<4} {:<13} {}", v.id, v.verdict.as_str(), v.reason);
     }
 }

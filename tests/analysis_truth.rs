@@ -1,23 +1,37 @@
-//! The analysis engine on synthetic archives with known truth (connector_tax::synth).
-//! Each test states the truth it injects and what the engine must conclude.
+//! The analysis engine and the verdicts on synthetic archives with known truth
+//! (connector_tax::synth), through the same pipeline as `ctax analyze`. Each test states the
+//! truth it injects and what the engine must conclude.
 
-use connector_tax::analysis::model::{AnalysisResult, Detection, TaxContext, VerdictKind};
-use connector_tax::analysis::{AnalyzeOptions, analyze};
+use connector_tax::analysis::AnalyzeOptions;
+use connector_tax::analysis::model::{AnalysisResult, Detection, TaxContext};
+use connector_tax::pipeline::evaluate;
 use connector_tax::synth::{SynthConfig, SynthSpec, generate};
+use connector_tax::verdicts::{VerdictKind, Verdicts};
 
-fn run(spec: &SynthSpec) -> AnalysisResult {
+/// The analysis and its verdicts.
+struct R {
+    summary: connector_tax::analysis::model::AnalysisSummary,
+    step_ecdf: std::collections::BTreeMap<String, Vec<f64>>,
+    verdicts: Verdicts,
+}
+
+fn run(spec: &SynthSpec) -> R {
     let dir = tempfile::tempdir().unwrap();
     generate(spec, dir.path()).unwrap();
     let ds = connector_tax::ingest::load(dir.path()).unwrap();
-    analyze(
+    let (a, verdicts): (AnalysisResult, Verdicts) = evaluate(
         &ds,
         &AnalyzeOptions {
             skip_itl: true,
             ..Default::default()
         },
     )
-    .unwrap()
-    .0
+    .unwrap();
+    R {
+        summary: a.summary,
+        step_ecdf: a.step_ecdf,
+        verdicts,
+    }
 }
 
 fn spec(configs: Vec<SynthConfig>) -> SynthSpec {
@@ -29,10 +43,7 @@ fn spec(configs: Vec<SynthConfig>) -> SynthSpec {
     }
 }
 
-fn ref_safe_tax<'a>(
-    r: &'a AnalysisResult,
-    config: &str,
-) -> &'a connector_tax::analysis::model::Tax {
+fn ref_safe_tax<'a>(r: &'a R, config: &str) -> &'a connector_tax::analysis::model::Tax {
     r.summary
         .taxes
         .iter()
@@ -303,14 +314,14 @@ fn analysis_is_deterministic() {
     let dir = tempfile::tempdir().unwrap();
     generate(&s, dir.path()).unwrap();
     let ds = connector_tax::ingest::load(dir.path()).unwrap();
-    let a = analyze(&ds, &AnalyzeOptions::default()).unwrap().0;
-    let b = analyze(&ds, &AnalyzeOptions::default()).unwrap().0;
+    let (a, va) = evaluate(&ds, &AnalyzeOptions::default()).unwrap();
+    let (b, vb) = evaluate(&ds, &AnalyzeOptions::default()).unwrap();
     assert_eq!(
         serde_json::to_string(&a.summary).unwrap(),
         serde_json::to_string(&b.summary).unwrap()
     );
     assert_eq!(
-        serde_json::to_string(&a.verdicts).unwrap(),
-        serde_json::to_string(&b.verdicts).unwrap()
+        serde_json::to_string(&va).unwrap(),
+        serde_json::to_string(&vb).unwrap()
     );
 }

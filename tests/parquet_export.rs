@@ -1,7 +1,8 @@
 //! `ctax analyze` writes the ingested tables as Parquet that polars and pandas/pyarrow read back
 //! with the same rows and values.
 
-use connector_tax::analysis::{AnalyzeOptions, run};
+use connector_tax::analysis::AnalyzeOptions;
+use connector_tax::pipeline::{Outputs, run};
 use connector_tax::synth::{SynthConfig, SynthSpec, generate};
 use polars_io::SerReader;
 use polars_io::parquet::read::ParquetReader;
@@ -28,9 +29,15 @@ fn parquet_tables_round_trip() {
             skip_itl: true,
             ..Default::default()
         },
-        None,
+        &Outputs {
+            analysis_dir: Some(out.clone()),
+            report_dir: None,
+        },
     )
     .unwrap();
+    for f in ["summary.json", "verdicts.json"] {
+        assert!(out.join(f).is_file(), "{f} written beside the tables");
+    }
     let read = |name: &str| {
         ParquetReader::new(std::fs::File::open(out.join(name)).unwrap())
             .finish()

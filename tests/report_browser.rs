@@ -6,10 +6,10 @@
 //! Chromium comes from `tools/install_chromium.sh` (Debian's `chromium`). Without it this test
 //! prints a loud SKIPPED and passes, unless `CTAX_REQUIRE_BROWSER=1`, where it fails.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-use connector_tax::report::{self, fixture};
 
 fn required() -> bool {
     std::env::var("CTAX_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
@@ -67,15 +67,15 @@ fn report_opens_cleanly_in_headless_chromium() {
     }
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
     let cases = [
-        ("full", fixture::demo_result()),
-        ("simulated", fixture::simulated(fixture::demo_result())),
-        ("degraded", fixture::degraded_result()),
-        ("hostile", fixture::hostile_result()),
+        ("full", common::demo()),
+        ("simulated", common::simulated()),
+        ("degraded", common::degraded()),
+        ("hostile", common::hostile()),
     ];
-    for (name, result) in cases {
+    for (name, fixture) in cases {
         let site = shots.join(name).join("site");
         let _ = std::fs::remove_dir_all(&site);
-        let rendered = report::render(&result, &site).expect("render");
+        let rendered = fixture.render(&site);
         let drawn: Vec<String> = rendered
             .figures
             .iter()

@@ -1,12 +1,15 @@
 //! `ctax report` output: files, figures, anchors, degradation notes, escaping, determinism.
 //!
-//! Every test renders the synthetic fixture (`report::fixture`) into a fresh temp directory.
+//! Every test renders a fixture from `tests/common` (a synthetic archive analysed by the real
+//! pipeline) into a fresh temp directory, and checks the text the production rules print.
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use connector_tax::analysis::model::AnalysisResult;
-use connector_tax::report::{self, fixture};
+use common::Fixture;
+use connector_tax::report;
 
 const FIGS: [&str; 8] = [
     "fig1_ttft_vs_rate",
@@ -46,10 +49,10 @@ impl Out {
     }
 }
 
-fn render(r: &AnalysisResult) -> Out {
+fn render(f: &Fixture) -> Out {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("site");
-    let rendered = report::render(r, &root).expect("render");
+    let rendered = f.render(&root);
     Out {
         _dir: dir,
         root,
@@ -158,7 +161,7 @@ fn count_shapes(svg: &str) -> usize {
 
 #[test]
 fn writes_every_file_and_figures_are_real_svg() {
-    let out = render(&fixture::demo_result());
+    let out = render(&common::demo());
     assert!(out.root.join("index.html").is_file());
     assert!(out.root.join("report.md").is_file());
     assert_eq!(out.rendered.figures.len(), 8);
@@ -203,7 +206,7 @@ fn body(html: &str) -> &str {
 
 #[test]
 fn anchors_exist_exactly_once_and_links_resolve() {
-    for r in [fixture::demo_result(), fixture::degraded_result()] {
+    for r in [common::demo(), common::degraded()] {
         let out = render(&r);
         let html = out.html();
         for id in anchors() {
@@ -232,31 +235,83 @@ fn anchors_exist_exactly_once_and_links_resolve() {
     }
 }
 
+/// askama's HTML escaping, for comparing production strings with the page.
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&#38;")
+        .replace('<', "&#60;")
+        .replace('>', "&#62;")
+        .replace('"', "&#34;")
+        .replace('\'', "&#39;")
+}
+
+fn row(html: &str, id: &str) -> String {
+    let k = html
+        .find(&format!("<tr id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no row {id}"));
+    let end = html[k..].find("</tr>").unwrap();
+    html[k..k + end].to_owned()
+}
+
+/// Each verdict row prints what the production rules produced: title (without its id prefix),
+/// statement, threshold, verdict, reason and label.
 #[test]
-fn verdict_rows_show_estimate_ci_threshold_verdict_reason() {
-    let out = render(&fixture::demo_result());
+fn verdict_rows_print_what_the_rules_produced() {
+    let f = common::demo();
+    let out = render(&f);
     let html = out.html();
-    let row = |id: &str| {
-        let k = html.find(&format!("<tr id=\"{id}\">")).unwrap();
-        let end = html[k..].find("</tr>").unwrap();
-        html[k..k + end].to_owned()
-    };
-    let h1 = row("h1");
-    assert!(h1.contains("badge supported"), "{h1}");
-    assert!(h1.contains("tax &#62;= 0.10"), "{h1}");
-    assert!(h1.contains("%, +"), "estimate with CI: {h1}");
-    assert!(row("h4").contains("badge refuted") && row("h4").contains("super-additive"));
-    assert!(row("h2").contains("badge inconclusive"));
-    assert!(row("sc7").contains("badge not-testable"));
-    // Every kind of verdict is styled.
-    for kind in ["supported", "refuted", "inconclusive", "not-testable"] {
-        assert!(html.contains(&format!("badge {kind}")), "no {kind} badge");
+    for v in f.verdicts.all() {
+        let r = row(&html, &v.id);
+        let title = v.title.split_once(": ").map_or(v.title.as_str(), |t| t.1);
+        // The view capitalises the first letter after the id prefix.
+        let title = title[1..].to_owned();
+        for text in [
+            title,
+            v.statement.clone(),
+            v.threshold.clone(),
+            v.reason.clone(),
+        ] {
+            assert!(
+                r.contains(&html_escape(&text)),
+                "{}: {text:?} not in {r}",
+                v.id
+            );
+        }
+        if let Some(l) = &v.label {
+            assert!(r.contains(&html_escape(l)), "{}: label {l}", v.id);
+        }
+        let badge = v.verdict.as_str().replace(' ', "-");
+        assert!(r.contains(&format!("badge {badge}")), "{}: {r}", v.id);
     }
+    // The injected truth (tests/common): a 40% TTFT tax for mooncake_both is far above H1's
+    // 10%, and multi's 160% against 40% + 10% is not additive.
+    let kind = |id: &str| f.verdicts.get(id).unwrap().verdict;
+    let why = |id: &str| f.verdicts.get(id).unwrap().reason.clone();
+    use connector_tax::verdicts::VerdictKind::*;
+    assert_eq!(kind("h1"), Supported, "{}", why("h1"));
+    let h1 = row(&html, "h1");
+    assert!(h1.contains("%, +"), "estimate with CI: {h1}");
+    assert!(
+        h1.contains("tax_TTFT_p90(mooncake_both) &#62;= 0.10"),
+        "{h1}"
+    );
+    assert_eq!(kind("h4"), Refuted, "{}", why("h4"));
+    assert!(row(&html, "h4").contains("super-additive"));
+    // Every kind of verdict is styled; the degraded data set cannot test H3 (no noop).
+    let degraded = render(&common::degraded()).html();
+    assert_eq!(
+        common::degraded().verdicts.get("h3").unwrap().verdict,
+        NotTestable
+    );
+    assert!(row(&degraded, "h3").contains("badge not-testable"));
+    assert!(
+        html.contains("badge inconclusive") || degraded.contains("badge inconclusive"),
+        "no inconclusive verdict in either data set"
+    );
 }
 
 #[test]
 fn missing_verdicts_still_get_their_anchor() {
-    let mut r = fixture::demo_result();
+    let mut r = common::demo();
     r.verdicts.hypotheses.retain(|v| v.id != "h3");
     r.verdicts.success_criteria.clear();
     let out = render(&r);
@@ -268,7 +323,7 @@ fn missing_verdicts_still_get_their_anchor() {
 
 #[test]
 fn same_input_gives_byte_identical_output() {
-    let r = fixture::demo_result();
+    let r = common::demo();
     let a = render(&r);
     let b = render(&r.clone());
     let (sa, sb) = (snapshot(&a.root), snapshot(&b.root));
@@ -278,26 +333,28 @@ fn same_input_gives_byte_identical_output() {
     }
     // Through the archived JSON (what `ctax report` reads back) the output is the same too.
     let summary: connector_tax::analysis::model::AnalysisSummary =
-        serde_json::from_str(&serde_json::to_string(&r.summary).unwrap()).unwrap();
-    let verdicts: connector_tax::analysis::model::Verdicts =
+        serde_json::from_str(&serde_json::to_string(&r.analysis.summary).unwrap()).unwrap();
+    let verdicts: connector_tax::verdicts::Verdicts =
         serde_json::from_str(&serde_json::to_string(&r.verdicts).unwrap()).unwrap();
-    let c = render(&AnalysisResult {
-        summary,
+    let c = render(&Fixture {
+        analysis: connector_tax::analysis::model::AnalysisResult {
+            summary,
+            step_ecdf: r.analysis.step_ecdf.clone(),
+        },
         verdicts,
-        step_ecdf: r.step_ecdf.clone(),
     });
     assert!(
         sa == snapshot(&c.root),
         "JSON round trip changed the output"
     );
     // Degraded input is deterministic as well.
-    let d = fixture::degraded_result();
+    let d = common::degraded();
     assert!(snapshot(&render(&d).root) == snapshot(&render(&d).root));
 }
 
 #[test]
 fn no_step_timing_replaces_figures_6_and_7_with_a_note() {
-    let out = render(&fixture::without_step_timing(fixture::demo_result()));
+    let out = render(&common::without_step_timing());
     let dropped: Vec<u8> = out.rendered.dropped().map(|f| f.number).collect();
     assert_eq!(dropped, [6, 7]);
     assert!(!out.root.join("figures/fig6_step_cdf.svg").exists());
@@ -315,11 +372,7 @@ fn no_step_timing_replaces_figures_6_and_7_with_a_note() {
 
 #[test]
 fn missing_noop_drops_figure_7_with_the_reason() {
-    let r = fixture::without_config(
-        fixture::demo_result(),
-        "noop_connector",
-        "verify_noop_connector: import failed",
-    );
+    let r = common::without_config("noop_connector", "verify_noop_connector: import failed");
     let out = render(&r);
     let dropped: Vec<(u8, String)> = out
         .rendered
@@ -329,9 +382,10 @@ fn missing_noop_drops_figure_7_with_the_reason() {
     assert_eq!(dropped.len(), 1, "{dropped:?}");
     assert_eq!(dropped[0].0, 7);
     assert!(
-        dropped[0]
-            .1
-            .contains("noop_connector did not run (verify_noop_connector: import failed)")
+        dropped[0].1.contains(
+            "noop_connector did not run (pre-flight SKIP: verify_noop_connector: import failed)"
+        ),
+        "{dropped:?}"
     );
     let html = out.html();
     assert!(html.contains("noop_connector did not run"));
@@ -341,8 +395,7 @@ fn missing_noop_drops_figure_7_with_the_reason() {
 
 #[test]
 fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
-    let r = fixture::without_config(
-        fixture::demo_result(),
+    let r = common::without_config(
         "multi_mooncake_lmcache",
         "verify_multi_connector: engine crashed",
     );
@@ -351,12 +404,15 @@ fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
     assert_eq!(dropped, [8]);
     let html = out.html();
     assert!(
-        html.contains("multi_mooncake_lmcache (skipped: verify_multi_connector: engine crashed)")
+        html.contains(
+            "multi_mooncake_lmcache (skipped: pre-flight SKIP: verify_multi_connector: engine crashed)"
+        ),
+        "{html}"
     );
     let skipped = &html[html.find("id=\"skipped\"").unwrap()..];
     assert!(skipped.contains("multi_mooncake_lmcache") && skipped.contains("engine crashed"));
 
-    let d = render(&fixture::degraded_result());
+    let d = render(&common::degraded());
     let dropped: Vec<u8> = d.rendered.dropped().map(|f| f.number).collect();
     assert_eq!(dropped, [6, 7]);
     let html = d.html();
@@ -375,10 +431,10 @@ fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
 fn stale_figures_are_removed_on_rerender() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("site");
-    report::render(&fixture::demo_result(), &root).unwrap();
+    common::demo().render(&root);
     assert!(root.join("figures/fig6_step_cdf.svg").exists());
     std::fs::write(root.join("figures/notes.txt"), "not ours").unwrap();
-    report::render(&fixture::degraded_result(), &root).unwrap();
+    common::degraded().render(&root);
     assert!(!root.join("figures/fig6_step_cdf.svg").exists());
     assert!(!root.join("figures/fig7_decomposition.svg").exists());
     assert!(
@@ -389,19 +445,19 @@ fn stale_figures_are_removed_on_rerender() {
 
 #[test]
 fn simulated_data_gets_a_banner() {
-    let out = render(&fixture::simulated(fixture::demo_result()));
+    let out = render(&common::simulated());
     let html = out.html();
     assert!(html.contains("class=\"banner\"") && html.contains("SIMULATED DATA"));
     assert!(html.contains("<title>KV-connector substrate tax (SIMULATED DATA)</title>"));
     assert!(out.md().contains("**SIMULATED DATA.**"));
-    let real = render(&fixture::demo_result());
+    let real = render(&common::demo());
     assert!(!real.html().contains("class=\"banner\""));
     assert!(!real.md().contains("SIMULATED DATA"));
 }
 
 #[test]
 fn page_is_self_contained() {
-    let out = render(&fixture::demo_result());
+    let out = render(&common::demo());
     let html = out.html();
     // The SVG namespace is the one URL allowed (it is an identifier, never fetched).
     let stripped = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
@@ -429,7 +485,7 @@ const HOSTILE_RAW: [&str; 9] = [
 
 #[test]
 fn data_strings_are_escaped_everywhere() {
-    let r = fixture::hostile_result();
+    let r = common::hostile();
     let out = render(&r);
     let html = out.html();
     let md = out.md();
@@ -473,6 +529,56 @@ fn data_strings_are_escaped_everywhere() {
     );
     check_md_tables(&md);
     check_md_html(&md);
+}
+
+/// Control characters in data (terminal escapes, a bell, C1 codes) never reach a reader raw:
+/// HTML, SVG and Markdown show them as visible `\u{..}` text, in tables and code blocks alike.
+#[test]
+fn control_characters_are_shown_as_text() {
+    let mut f = common::demo();
+    let name = "lm\u{1b}[31mcache\u{7}";
+    common::rename_config(&mut f, "lmcache_only", name);
+    let s = &mut f.analysis.summary;
+    s.warnings
+        .push("bell \u{7}, C1 CSI \u{9b}, DEL \u{7f}, CR \r in a warning".to_owned());
+    s.dataset.profile = Some("name = \"x\u{1b}]0;title\u{7}\"\n".to_owned());
+    let out = render(&f);
+    let mut docs = vec![
+        ("index.html".to_owned(), out.html()),
+        ("report.md".to_owned(), out.md()),
+    ];
+    for p in out.rendered.figures.iter().filter_map(|f| f.file.as_ref()) {
+        docs.push((p.display().to_string(), std::fs::read_to_string(p).unwrap()));
+    }
+    for (doc, text) in &docs {
+        if let Some(c) = text
+            .chars()
+            .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+        {
+            panic!("{doc} contains the raw control character {c:?}");
+        }
+    }
+    let html = out.html();
+    assert!(
+        html.contains(r"lm\u{1b}[31mcache\u{7}"),
+        "config name in the page"
+    );
+    assert!(html.contains(r"C1 CSI \u{9b}, DEL \u{7f}, CR \u{d} in a warning"));
+    assert!(html.contains(r"x\u{1b}]0;title\u{7}"), "profile code block");
+    let md = out.md();
+    assert!(
+        md.contains(r"lm\u{1b}\[31mcache\u{7}"),
+        "config name in report.md"
+    );
+    assert!(
+        md.contains(r"x\u{1b}]0;title\u{7}"),
+        "profile code block in report.md"
+    );
+    let fig1 = out.read("figures/fig1_ttft_vs_rate.svg");
+    assert!(
+        fig1.contains(r"lm\u{1b}[31mcache\u{7}"),
+        "legend of figure 1"
+    );
 }
 
 /// report.md without its fenced code blocks.
@@ -538,7 +644,7 @@ fn check_md_html(md: &str) {
 
 #[test]
 fn markdown_twin_is_clean_and_links_figures() {
-    let out = render(&fixture::demo_result());
+    let out = render(&common::demo());
     let md = out.md();
     check_md_tables(&md);
     check_md_html(&md);
@@ -563,7 +669,8 @@ fn markdown_twin_is_clean_and_links_figures() {
 
 #[test]
 fn conventions_and_provenance_are_reported() {
-    let out = render(&fixture::demo_result());
+    let f = common::demo();
+    let out = render(&f);
     let html = out.html();
     let conv =
         &html[html.find("id=\"conventions\"").unwrap()..html.find("id=\"warnings\"").unwrap()];
@@ -588,7 +695,7 @@ fn conventions_and_provenance_are_reported() {
         "mooncake-transfer-engine 0.3.7.post2",
         "2025-11-20 10:15:00 UTC",
         "bash launch/launch_plain.sh",
-        "ctax report results/demo --out site/",
+        &format!("ctax report {} --out site/", f.root()),
         "Pre-flight decisions",
         "driver",
         "570.124.06",
@@ -603,39 +710,49 @@ fn conventions_and_provenance_are_reported() {
 /// in the Cells tables of both the page and the Markdown twin.
 #[test]
 fn per_launch_rows_follow_the_pooled_cell() {
-    let mut r = fixture::demo_result();
-    let pooled = r
-        .summary
+    let f = common::two_launches();
+    let s = &f.analysis.summary;
+    let pooled = s
         .cells
-        .iter_mut()
-        .find(|c| {
-            c.key.config == "plain" && c.key.phase == ctax_schema::Phase::A && c.launch.is_none()
-        })
+        .iter()
+        .find(|c| c.key.config == "plain" && c.key.phase == ctax_schema::Phase::A)
         .unwrap();
-    pooled.launches = vec![0, 1];
-    let mut per = Vec::new();
-    for (k, p90) in [(0u32, 987.0), (1u32, 654.0)] {
-        let mut l = pooled.clone();
-        l.launch = Some(k);
-        l.launches = vec![k];
-        l.ttft_ms.p90 = Some(connector_tax::analysis::model::Estimate {
-            est: p90,
-            lo: None,
-            hi: None,
-        });
-        per.push(l);
-    }
-    r.summary.per_launch = per;
-    let out = render(&r);
+    assert_eq!(pooled.launches, [0, 1]);
+    let per: Vec<&connector_tax::analysis::model::CellStats> = s
+        .per_launch
+        .iter()
+        .filter(|l| l.key == pooled.key)
+        .collect();
+    assert_eq!(per.len(), 2);
+    let p90 = |c: &connector_tax::analysis::model::CellStats| {
+        report::fmt::opt_estimate(c.ttft_ms.p90.as_ref(), "")
+    };
+    assert_ne!(p90(per[0]), p90(per[1]), "two launches, two p90s");
+    let out = render(&f);
     let html = out.html();
     let md = out.md();
-    for text in [&html, &md] {
-        let a = text.find("A l0").expect("launch 0 row");
-        let b = text.find("A l1").expect("launch 1 row");
-        assert!(a < b);
-        assert!(
-            text.contains("987") && text.contains("654"),
-            "each launch shows its own p90"
-        );
+    // The Markdown twin escapes `[` and `]` in the CI brackets.
+    type Escape = fn(&str) -> String;
+    let docs: [(&str, Escape); 2] = [(&html, |s| s.to_owned()), (&md, report::fmt::md)];
+    for (text, esc) in docs {
+        // Each piece must follow the previous one: pooled row, its l0 row with l0's p90, then
+        // the l1 row with l1's p90.
+        let mut from = text
+            .find("id=\"cells\"")
+            .or_else(|| text.find("## Cells"))
+            .unwrap();
+        for needle in [
+            p90(pooled),
+            "A l0".to_owned(),
+            p90(per[0]),
+            "A l1".to_owned(),
+            p90(per[1]),
+        ] {
+            let needle = esc(&needle);
+            let at = text[from..]
+                .find(&needle)
+                .unwrap_or_else(|| panic!("{needle} not after byte {from}"));
+            from += at + needle.len();
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use ctax_schema::{ManifestRow, RunSummary};
+use ctax_schema::{ManifestRow, RowStatus, RunSummary};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -135,7 +135,7 @@ fn sim_sweep_produces_every_artifact_and_resume_is_a_no_op() {
     );
     assert_eq!(
         rows.iter()
-            .filter(|r| r.status == "ok" && !r.stage.starts_with('0'))
+            .filter(|r| r.status == RowStatus::Ok && !r.stage.starts_with('0'))
             .count(),
         6
     );
@@ -148,6 +148,15 @@ fn sim_sweep_produces_every_artifact_and_resume_is_a_no_op() {
         out.join("analysis/summary.json").exists() && out.join("analysis/verdicts.json").exists()
     );
     assert!(out.join("analysis/requests.parquet").exists());
+    // Stage 4 is the pipeline behind `ctax analyze` and `ctax report`: the report carries the
+    // data it was drawn from, byte for byte what analysis/ holds.
+    for f in ["summary.json", "verdicts.json"] {
+        assert_eq!(
+            std::fs::read(out.join("analysis").join(f)).unwrap(),
+            std::fs::read(out.join("report/data").join(f)).unwrap(),
+            "{f}"
+        );
+    }
     let html = std::fs::read_to_string(out.join("report/index.html")).unwrap();
     assert!(
         html.to_lowercase().contains("simulated"),
@@ -283,7 +292,10 @@ fn failed_launch_is_recorded_and_the_sweep_continues() {
     );
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let rows = manifest(&out);
-    let failed: Vec<_> = rows.iter().filter(|r| r.status == "failed").collect();
+    let failed: Vec<_> = rows
+        .iter()
+        .filter(|r| r.status == RowStatus::Failed)
+        .collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].config, "noop_connector");
     assert!(
@@ -297,7 +309,7 @@ fn failed_launch_is_recorded_and_the_sweep_continues() {
     );
     assert!(
         rows.iter()
-            .any(|r| r.config == "plain" && r.stage == "1 Phase A" && r.status == "ok")
+            .any(|r| r.config == "plain" && r.stage == "1 Phase A" && r.status == RowStatus::Ok)
     );
     assert!(
         rows.iter()
@@ -373,7 +385,7 @@ fn ctrl_c_stops_the_server_keeps_partial_results_and_resume_completes() {
         "partial data kept"
     );
     let rows = manifest(&out);
-    assert_eq!(rows.last().unwrap().status, "interrupted");
+    assert_eq!(rows.last().unwrap().status, RowStatus::Interrupted);
 
     let o = run(
         &p,

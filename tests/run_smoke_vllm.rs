@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ctax_schema::{PreflightStatus, RequestRecord, RunConfig, Status, StepRecord};
+use ctax_schema::{Decision, PreflightStatus, RequestRecord, RunConfig, Status, StepRecord};
 
 fn read_jsonl<T: serde::de::DeserializeOwned>(p: &Path) -> Vec<T> {
     std::fs::read_to_string(p)
@@ -55,14 +55,14 @@ fn smoke_profile_on_real_vllm() {
     )
     .unwrap();
     assert_eq!(pre.configs.len(), 8, "{:?}", pre.configs.keys());
-    assert_eq!(pre.configs["plain"].decision, "include");
-    assert_eq!(pre.configs["noop_connector"].decision, "include");
+    assert_eq!(pre.configs["plain"].decision, Decision::Include);
+    assert_eq!(pre.configs["noop_connector"].decision, Decision::Include);
     assert!(
         out.join("preflight/verify_noop_connector.log").exists(),
         "noop was verified with a real launch"
     );
     for (c, e) in &pre.configs {
-        if e.decision == "skip" {
+        if e.decision == Decision::Skip {
             let r = e.reason.as_deref().unwrap_or("");
             assert!(
                 r.contains("not importable") || r.contains("Error"),

@@ -1,11 +1,13 @@
-//! Analysis: raw runs → per-cell statistics with CIs, saturation criteria, reference rates,
-//! taxes, and (through [`crate::verdicts`]) H1–H6 and the success criteria.
+//! Analysis: raw runs → per-cell statistics with CIs, saturation criteria, reference rates and
+//! taxes. Its output is data ([`Analysis`]): the verdicts ([`crate::verdicts`]) and the report
+//! read it; nothing here knows a hypothesis.
 //!
 //! | question | module |
 //! |---|---|
 //! | what numbers does a cell have? | [`samples`] (extraction), [`cells`] (statistics) |
 //! | when is a rate saturated? which are ref_safe / ref_load? | [`saturation`] |
 //! | what is a tax? | [`taxes`] |
+//! | which conventions do the numbers follow? | [`conventions`] |
 //! | what do the output files contain? | [`model`] |
 
 pub mod cells;
@@ -17,20 +19,19 @@ pub mod saturation;
 pub mod taxes;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
-use anyhow::Context;
-use ctax_schema::{Phase, SCHEMA_VERSION};
+use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION};
 use polars::prelude::*;
 
-use crate::fsutil::write_json_atomic;
-use crate::ingest::{self, Dataset, frames};
+use crate::ingest::{Dataset, frames};
 use crate::stats::BootstrapConfig;
 use model::{
-    AnalysisResult, AnalysisSummary, CANONICAL_CONFIGS, CellStats, DatasetInfo, Verdicts,
+    AnalysisResult, AnalysisSummary, CANONICAL_CONFIGS, CellKey, CellStats, DatasetInfo,
     config_order,
 };
 use replicates::Replicator;
+use samples::CellSamples;
+use taxes::TaxEngine;
 
 /// Options of `ctax analyze` / `ctax report`.
 #[derive(Debug, Clone, Default)]
@@ -40,20 +41,78 @@ pub struct AnalyzeOptions {
     pub skip_itl: bool,
 }
 
-/// Runs the whole analysis on a loaded dataset.
-pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(AnalysisResult, DataFrame)> {
-    let mut warnings = ds.warnings.clone();
-    let samples = samples::extract(ds, !opts.skip_itl);
-    let requests = frames::requests_frame(ds, false)
-        .map_err(|e| anyhow::anyhow!("building the requests table: {e}"))?;
-    let points = point_table(&requests)?;
-    let rep = Replicator::new(opts.bootstrap);
-    let ordered: Vec<&samples::CellSamples> = {
-        let mut v: Vec<_> = samples.values().collect();
-        v.sort_by(|a, b| cell_order(a, b));
-        v
+/// What the analysis hands on: the result as data, plus the per-cell samples and the bootstrap
+/// replicates a derived quantity (a ratio or gap of taxes) must be resampled from, so that
+/// every consumer pairs replicates the same way.
+pub struct Analysis {
+    pub result: AnalysisResult,
+    samples: BTreeMap<CellKey, CellSamples>,
+    rep: Replicator,
+}
+
+impl Analysis {
+    /// Taxes (and their replicates) of any cell pair of this analysis; replicates already
+    /// computed for `summary.taxes` are reused, not redrawn.
+    pub fn taxes(&self) -> TaxEngine<'_> {
+        TaxEngine::new(&self.rep, &self.samples, &self.result.summary.cells)
+    }
+}
+
+/// Per-cell statistics of a dataset, before saturation and taxes.
+struct CellTable {
+    samples: BTreeMap<CellKey, CellSamples>,
+    rep: Replicator,
+    /// Pooled over launches, in [`cell_order`].
+    cells: Vec<CellStats>,
+    per_launch: Vec<CellStats>,
+}
+
+impl CellTable {
+    fn build(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<CellTable> {
+        let samples = samples::extract(ds, !opts.skip_itl);
+        // `anyhow::Context` by path: polars' prelude has a `context` method of its own.
+        let requests = anyhow::Context::context(
+            frames::requests_frame(ds, false),
+            "building the requests table",
+        )?;
+        let points = point_table(&requests)?;
+        let rep = Replicator::new(opts.bootstrap);
+        let mut ordered: Vec<&CellSamples> = samples.values().collect();
+        ordered.sort_by(|a, b| cell_order(a, b));
+        let (cells, per_launch) = cells::all_cell_stats(&rep, &ordered, &points);
+        Ok(CellTable {
+            samples,
+            rep,
+            cells,
+            per_launch,
+        })
+    }
+}
+
+/// The reference rates alone (`ctax run` stage 2): per-cell point estimates and the saturation
+/// criteria, no bootstrap, no taxes. The full analysis computes the same rates from the same
+/// estimates.
+pub fn reference_rates(ds: &Dataset) -> anyhow::Result<ReferenceRates> {
+    let opts = AnalyzeOptions {
+        bootstrap: BootstrapConfig {
+            resamples: 0,
+            ..Default::default()
+        },
+        skip_itl: true,
     };
-    let (mut cells, per_launch) = cells::all_cell_stats(&rep, &ordered, &points);
+    let mut t = CellTable::build(ds, &opts)?;
+    Ok(saturation::evaluate(&mut t.cells))
+}
+
+/// Runs the whole analysis on a loaded dataset.
+pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> {
+    let mut warnings = ds.warnings.clone();
+    let CellTable {
+        samples,
+        rep,
+        mut cells,
+        per_launch,
+    } = CellTable::build(ds, opts)?;
     let reference_rates = saturation::evaluate(&mut cells);
     if let Some(archived) = &ds.reference_rates
         && (archived.ref_safe != reference_rates.ref_safe
@@ -73,11 +132,8 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(AnalysisR
             c.incomplete_reasons.join("; ")
         ));
     }
-    let engine = taxes::TaxEngine::new(&rep, &samples, &cells);
-    let tax_list = engine.all(&reference_rates);
+    let tax_list = TaxEngine::new(&rep, &samples, &cells).all(&reference_rates);
     let dataset = dataset_info(ds, &cells);
-    let (hypotheses, success_criteria) =
-        crate::verdicts::evaluate(&engine, &reference_rates, &dataset, &cells, ds);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let summary = AnalysisSummary {
         schema_version: SCHEMA_VERSION,
@@ -90,49 +146,14 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(AnalysisR
         taxes: tax_list,
         warnings,
     };
-    let verdicts = Verdicts {
-        schema_version: SCHEMA_VERSION,
-        simulated: summary.dataset.simulated,
-        hypotheses,
-        success_criteria,
-    };
-    Ok((
-        AnalysisResult {
-            summary,
-            verdicts,
-            step_ecdf,
-        },
-        requests,
-    ))
+    Ok(Analysis {
+        result: AnalysisResult { summary, step_ecdf },
+        samples,
+        rep,
+    })
 }
 
-/// Loads `root`, analyses it, writes `<root>/analysis/{summary,verdicts}.json` and the Parquet
-/// tables (`requests`, `metrics`, `steps`, `cells`).
-pub fn run(
-    root: &Path,
-    opts: &AnalyzeOptions,
-    out_dir: Option<&Path>,
-) -> anyhow::Result<AnalysisResult> {
-    let ds = ingest::load(root)?;
-    let (result, _) = analyze(&ds, opts)?;
-    let out = out_dir
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| root.join("analysis"));
-    write_outputs(&result, &out)?;
-    frames::export_parquet(&ds, &out)?;
-    Ok(result)
-}
-
-/// Writes summary.json and verdicts.json atomically.
-pub fn write_outputs(result: &AnalysisResult, out: &Path) -> anyhow::Result<()> {
-    write_json_atomic(&out.join("summary.json"), &result.summary)
-        .with_context(|| format!("writing {}", out.join("summary.json").display()))?;
-    write_json_atomic(&out.join("verdicts.json"), &result.verdicts)
-        .with_context(|| format!("writing {}", out.join("verdicts.json").display()))?;
-    Ok(())
-}
-
-fn cell_order(a: &samples::CellSamples, b: &samples::CellSamples) -> std::cmp::Ordering {
+fn cell_order(a: &CellSamples, b: &CellSamples) -> std::cmp::Ordering {
     (
         config_order(&a.key.config),
         a.key.phase,
@@ -207,7 +228,7 @@ fn dataset_info(ds: &Dataset, cells: &[CellStats]) -> DatasetInfo {
             .preflight
             .as_ref()
             .and_then(|p| p.configs.get(c))
-            .filter(|e| e.decision == "skip")
+            .filter(|e| e.decision == ctax_schema::Decision::Skip)
             .map(|e| {
                 format!(
                     "pre-flight SKIP: {}",
@@ -266,7 +287,7 @@ fn run_config_view(c: &ctax_schema::RunConfig) -> serde_json::Value {
 
 /// Figure 6's data: sorted step durations of each config's Phase A cell at ref_safe.
 fn step_ecdf(
-    samples: &BTreeMap<model::CellKey, samples::CellSamples>,
+    samples: &BTreeMap<CellKey, CellSamples>,
     ref_safe: Option<f64>,
 ) -> BTreeMap<String, Vec<f64>> {
     let mut out = BTreeMap::new();

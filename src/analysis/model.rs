@@ -1,5 +1,6 @@
-//! The analysis output: everything `analysis/summary.json` and `analysis/verdicts.json` hold, and
-//! what the report renders. Serde types only; no computation here.
+//! The analysis output: everything `analysis/summary.json` holds, and what the verdicts and the
+//! report read. Serde types only; no computation here. (`verdicts.json` is
+//! [`crate::verdicts::Verdicts`].)
 
 use std::collections::BTreeMap;
 
@@ -198,50 +199,6 @@ pub struct Tax {
     pub step_minus_callback_us: Option<TaxValue>,
 }
 
-/// Verdict vocabulary shared by hypotheses and success criteria.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictKind {
-    Supported,
-    Refuted,
-    /// The CI straddles the threshold.
-    Inconclusive,
-    /// A needed config or measurement is missing (reason says which).
-    NotTestable,
-}
-
-impl VerdictKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerdictKind::Supported => "supported",
-            VerdictKind::Refuted => "refuted",
-            VerdictKind::Inconclusive => "inconclusive",
-            VerdictKind::NotTestable => "not testable",
-        }
-    }
-}
-
-/// One hypothesis (H1–H6) or success criterion (SC1–SC7).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// `h1`…`h6`, `sc1`…`sc7` (also the report's HTML anchor).
-    pub id: String,
-    pub title: String,
-    /// The claim as pre-registered in the seed.
-    pub statement: String,
-    pub estimate: Option<Estimate>,
-    /// "fraction", "pp" (fraction points), "ratio", "hours", "count".
-    pub unit: String,
-    /// The falsifier threshold in words, e.g. "tax ≥ 0.10".
-    pub threshold: String,
-    pub verdict: VerdictKind,
-    /// One line: why this verdict.
-    pub reason: String,
-    /// Extra label the seed defines (H3: framework-/implementation-cost-dominated; H4:
-    /// additive / super-additive / sub-additive).
-    pub label: Option<String>,
-}
-
 /// Conventions the numbers follow; printed next to them in every report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Conventions {
@@ -296,21 +253,11 @@ pub struct AnalysisSummary {
     pub warnings: Vec<String>,
 }
 
-/// `analysis/verdicts.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdicts {
-    pub schema_version: u32,
-    pub simulated: bool,
-    pub hypotheses: Vec<Verdict>,
-    pub success_criteria: Vec<Verdict>,
-}
-
-/// In-memory result handed to the report: the two JSON documents plus the raw samples a figure
-/// needs that summary.json does not keep.
+/// What the analysis hands on as data (to the verdicts, the report and the JSON outputs):
+/// `summary.json` plus the raw samples a figure needs that summary.json does not keep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AnalysisResult {
     pub summary: AnalysisSummary,
-    pub verdicts: Verdicts,
     /// Figure 6: per config, the step durations (µs) of the Phase A cell at ref_safe, sorted.
     pub step_ecdf: BTreeMap<String, Vec<f64>>,
 }

@@ -10,6 +10,8 @@
 
 use std::path::Path;
 
+use anyhow::Context as _;
+
 use polars::prelude::*;
 use polars_io::parquet::write::{ParquetCompression, ParquetWriter};
 
@@ -334,24 +336,16 @@ pub fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
     )
 }
 
-/// Writes `df` as LZ4-compressed Parquet (fast; read by pyarrow >= 8), atomically (temp file + rename).
+/// Writes `df` as LZ4-compressed Parquet (fast; read by pyarrow >= 8), atomically
+/// ([`crate::fsutil::write_atomic_with`]).
 pub fn write_parquet(df: &mut DataFrame, path: &Path) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("{}: no parent directory", path.display()))?;
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().unwrap_or_default().to_string_lossy()
-    ));
-    let f = std::fs::File::create(&tmp)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", tmp.display()))?;
-    ParquetWriter::new(f)
-        .with_compression(ParquetCompression::Lz4Raw)
-        .finish(df)
-        .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+    crate::fsutil::write_atomic_with(path, |f| -> anyhow::Result<()> {
+        ParquetWriter::new(f)
+            .with_compression(ParquetCompression::Lz4Raw)
+            .finish(df)?;
+        Ok(())
+    })
+    .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Exports requests, metrics and steps tables as Parquet into `dir`.

@@ -153,7 +153,9 @@ fn read_json_opt<T: serde::de::DeserializeOwned>(
         Ok(bytes) => {
             let de = &mut serde_json::Deserializer::from_slice(&bytes);
             let v = serde_path_to_error::deserialize(de).map_err(|e| {
-                anyhow::anyhow!("{}: field `{}`: {}", path.display(), e.path(), e.inner())
+                let field = e.path().to_string();
+                anyhow::Error::new(e.into_inner())
+                    .context(format!("{}: field `{field}`", path.display()))
             })?;
             Ok(Some(v))
         }
@@ -161,7 +163,7 @@ fn read_json_opt<T: serde::de::DeserializeOwned>(
             let _ = warnings;
             Ok(None)
         }
-        Err(e) => Err(anyhow::anyhow!("{}: {e}", path.display())),
+        Err(e) => Err(anyhow::Error::new(e).context(path.display().to_string())),
     }
 }
 

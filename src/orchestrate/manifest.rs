@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use ctax_schema::ManifestRow;
+use ctax_schema::{ManifestRow, RowStatus};
 
 use crate::ingest::jsonl;
 
@@ -18,7 +18,8 @@ pub fn row(stage: &str, config: &str, launch: u32, started_ms: u64) -> ManifestR
         config: config.into(),
         launch,
         run_dir: None,
-        status: String::new(),
+        // Until the caller records the outcome, a launch is not complete.
+        status: RowStatus::Incomplete,
         reason: None,
         vllm_version: None,
         vllm_git_sha: None,
@@ -86,7 +87,7 @@ pub fn render(root: &Path) -> anyhow::Result<()> {
             cell(&r.stage),
             cell(&r.config),
             r.launch,
-            cell(&r.status),
+            r.status,
             cell(r.reason.as_deref().unwrap_or("")),
             cell(r.run_dir.as_deref().unwrap_or("")),
             cell(&vllm),

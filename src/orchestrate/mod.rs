@@ -4,9 +4,9 @@
 //! |---|---|---|
 //! | 0 | pre-flight (verify scripts → preflight_status.json) + step-timing plugin install | [`preflight`], [`stage0_plugin`] |
 //! | 1 | Phase A over all included configs, seeded random order, launches interleaved | [`launch_run`] |
-//! | 2 | reference rates (the analysis engine's code) → reference_rates.json | [`stages::reference_rates`] |
+//! | 2 | reference rates (the analysis engine's saturation code, no verdicts) → reference_rates.json | [`stages::reference_rates`] |
 //! | 3 | Phase B at ref_safe (+ B' at ref_load for the priority configs when they differ) | [`launch_run`] |
-//! | 4 | plugin removal, analysis, report | [`run`] |
+//! | 4 | plugin removal, then [`crate::pipeline::run`]: `analysis/` and `report/` (with `report/data/`) | [`run`] |
 //!
 //! Resume: run again with the same `--out`. A launch whose cells are all complete is skipped;
 //! a launch with incomplete cells is relaunched in the same run directory and reruns only those
@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use ctax_schema::{
-    Cell, ManifestRow, Phase, PlannedCell, PreflightStatus, RunConfig, RunSummary, SCHEMA_VERSION,
+    Cell, CellKey, Decision, Exit, ManifestRow, Phase, PlannedCell, PreflightStatus, RowStatus,
+    RunConfig, RunSummary, SCHEMA_VERSION,
 };
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
@@ -171,13 +172,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             status
                 .as_ref()
                 .and_then(|s| s.configs.get(*c))
-                .is_none_or(|e| e.decision == "include")
+                .is_none_or(|e| e.decision == Decision::Include)
         })
         .cloned()
         .collect();
     eprintln!("[ctax] included configs: {}", included.join(", "));
     if signals::interrupted() {
-        return Ok(ExitCode::from(130));
+        return Ok(exit(Exit::Interrupted));
     }
 
     // Stage 1.
@@ -208,7 +209,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             note(o);
             if o == Outcome::Interrupted {
-                return Ok(ExitCode::from(130));
+                return Ok(exit(Exit::Interrupted));
             }
         }
     }
@@ -284,7 +285,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     let o = launch_run(&ctx, &config, launch, "B", &cells)?;
                     note(o);
                     if o == Outcome::Interrupted {
-                        return Ok(ExitCode::from(130));
+                        return Ok(exit(Exit::Interrupted));
                     }
                 }
             }
@@ -297,10 +298,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if ctx.profile.server.step_timing && is_vllm(&ctx.profile) {
             stage0_plugin(&ctx, "remove")?;
         }
-        let result =
-            crate::analysis::run(&root, &crate::analysis::AnalyzeOptions::default(), None)?;
         let out = root.join("report");
-        crate::report::render(&result, &out)?;
+        crate::pipeline::run(
+            &root,
+            &crate::analysis::AnalyzeOptions::default(),
+            &crate::pipeline::Outputs {
+                analysis_dir: Some(root.join("analysis")),
+                report_dir: Some(out.clone()),
+            },
+        )?;
         eprintln!("[ctax] report: {}", out.join("index.html").display());
     }
     eprintln!(
@@ -309,9 +315,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     Ok(match worst {
         Outcome::Done | Outcome::AlreadyDone => ExitCode::SUCCESS,
-        Outcome::Interrupted => ExitCode::from(130),
-        Outcome::Incomplete | Outcome::Failed => ExitCode::from(3),
+        Outcome::Interrupted => exit(Exit::Interrupted),
+        Outcome::Incomplete | Outcome::Failed => exit(Exit::Incomplete),
     })
+}
+
+/// `ctax run` exits with the collector's codes for the same outcomes.
+fn exit(e: Exit) -> ExitCode {
+    ExitCode::from(u8::try_from(e.code()).expect("exit codes fit in a byte"))
+}
+
+/// The `summary.json` key of a planned cell.
+fn key(c: &PlannedCell) -> CellKey {
+    CellKey::new(c.phase, c.cell.clone())
 }
 
 fn rank(o: Outcome) -> u8 {
@@ -487,12 +503,7 @@ fn launch_run(
             let summary = read_summary(&dir);
             let todo: Vec<PlannedCell> = cells
                 .iter()
-                .filter(|c| {
-                    !summary
-                        .cells
-                        .get(&format!("{}/{}", c.phase, c.cell.name()))
-                        .is_some_and(|h| h.complete)
-                })
+                .filter(|c| !summary.cell(&key(c)).is_some_and(|h| h.complete))
                 .cloned()
                 .collect();
             if todo.is_empty() {
@@ -598,7 +609,7 @@ fn launch_run(
                 ctx,
                 row,
                 t0,
-                "interrupted",
+                RowStatus::Interrupted,
                 Some("Ctrl-C during startup".into()),
                 Outcome::Interrupted,
             );
@@ -629,12 +640,7 @@ fn launch_run(
     let summary = read_summary(&dir);
     let planned_health: Vec<_> = todo
         .iter()
-        .filter_map(|c| {
-            summary
-                .cells
-                .get(&format!("{}/{}", c.phase, c.cell.name()))
-                .cloned()
-        })
+        .filter_map(|c| summary.cell(&key(c)).cloned())
         .collect();
     if !steps::raw_files(&dir).is_empty() {
         let rep = steps::split(&dir, &planned_health)?;
@@ -652,31 +658,28 @@ fn launch_run(
             dir.display()
         );
     }
-    let all_complete = todo.iter().all(|c| {
-        summary
-            .cells
-            .get(&format!("{}/{}", c.phase, c.cell.name()))
-            .is_some_and(|h| h.complete)
-    });
-    let (status, reason, outcome) = match code {
-        130 => (
-            "interrupted",
+    let all_complete = todo
+        .iter()
+        .all(|c| summary.cell(&key(c)).is_some_and(|h| h.complete));
+    let (status, reason, outcome) = match Exit::from_code(code) {
+        Some(Exit::Interrupted) => (
+            RowStatus::Interrupted,
             Some("Ctrl-C during the cells".to_owned()),
             Outcome::Interrupted,
         ),
-        4 => (
-            "failed",
+        Some(Exit::ServerDead) => (
+            RowStatus::Failed,
             Some(format!(
                 "server died during the cells: {}",
                 server::log_tail(&spec.run_dir.join("vllm_stderr.log"), 5)
             )),
             Outcome::Failed,
         ),
-        0 if all_complete => ("ok", None, Outcome::Done),
-        c => (
-            "incomplete",
+        Some(Exit::Ok) if all_complete => (RowStatus::Ok, None, Outcome::Done),
+        _ => (
+            RowStatus::Incomplete,
             Some(format!(
-                "collector exit {c}; incomplete cells are rerun on resume"
+                "collector exit {code}; incomplete cells are rerun on resume"
             )),
             Outcome::Incomplete,
         ),
@@ -698,7 +701,7 @@ fn finish_failed(
         ctx,
         row,
         t0,
-        "failed",
+        RowStatus::Failed,
         Some(reason.lines().take(12).collect::<Vec<_>>().join(" | ")),
         Outcome::Failed,
     )
@@ -708,11 +711,11 @@ fn finish(
     ctx: &Ctx,
     mut row: ManifestRow,
     t0: Instant,
-    status: &str,
+    status: RowStatus,
     reason: Option<String>,
     o: Outcome,
 ) -> anyhow::Result<Outcome> {
-    row.status = status.into();
+    row.status = status;
     row.reason = reason;
     row.duration_s = t0.elapsed().as_secs_f64();
     manifest::append(&ctx.root, &row)?;
@@ -800,7 +803,7 @@ fn run_collector(
     let mut forwarded = false;
     loop {
         if let Some(st) = child.try_wait()? {
-            return Ok(st.code().unwrap_or(130));
+            return Ok(st.code().unwrap_or(Exit::Interrupted.code()));
         }
         if signals::interrupted() && !forwarded {
             // SAFETY: kill(2) on our own child.
@@ -832,12 +835,9 @@ fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> {
     // Forget the superseded cells' collector summaries so the new ones replace them.
     let mut summary = read_summary(dir);
     for c in todo {
-        summary
-            .cells
-            .remove(&format!("{}/{}", c.phase, c.cell.name()));
-        summary
-            .stats
-            .remove(&format!("{}/{}", c.phase, c.cell.name()));
+        let k = key(c).to_string();
+        summary.cells.remove(&k);
+        summary.stats.remove(&k);
     }
     if dir.join("summary.json").exists() {
         crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary)?;

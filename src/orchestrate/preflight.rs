@@ -6,21 +6,33 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use ctax_schema::{ManifestRow, PreflightEntry, PreflightStatus, SCHEMA_VERSION};
+use ctax_schema::{Decision, ManifestRow, PreflightEntry, PreflightStatus, SCHEMA_VERSION};
 use serde::Deserialize;
 
 use super::manifest;
 use super::server::unix_ms;
 
+/// The verify script's last line. `decision` is `include`, `skip` or `error` (not a verdict).
 #[derive(Debug, Deserialize)]
-struct Decision {
+struct ScriptDecision {
     decision: String,
     reason: Option<String>,
     log: Option<String>,
 }
 
+impl ScriptDecision {
+    /// `None` for `error` (or anything else): the script could not decide.
+    fn verdict(&self) -> Option<Decision> {
+        match self.decision.as_str() {
+            "include" => Some(Decision::Include),
+            "skip" => Some(Decision::Skip),
+            _ => None,
+        }
+    }
+}
+
 /// Parses the verify script's last non-empty stdout line.
-fn parse_decision(stdout: &str) -> Option<Decision> {
+fn parse_decision(stdout: &str) -> Option<ScriptDecision> {
     let last = stdout.lines().rev().find(|l| !l.trim().is_empty())?;
     serde_json::from_str(last.trim()).ok()
 }
@@ -54,7 +66,7 @@ pub fn run(
         let started = unix_ms();
         let entry = if profile.preflight.no_verify.contains(config) {
             PreflightEntry {
-                decision: "include".into(),
+                decision: Decision::Include,
                 reason: Some(
                     "included without a verify launch (profile preflight.no_verify)".into(),
                 ),
@@ -87,21 +99,22 @@ pub fn run(
                 .stderr(Stdio::inherit())
                 .output()?;
             let stdout = String::from_utf8_lossy(&out.stdout);
-            match parse_decision(&stdout) {
-                Some(d) if d.decision == "include" || d.decision == "skip" => PreflightEntry {
-                    decision: d.decision,
-                    reason: d.reason,
-                    log: d.log,
+            let parsed = parse_decision(&stdout);
+            match parsed.as_ref().map(|d| (d, d.verdict())) {
+                Some((d, Some(decision))) => PreflightEntry {
+                    decision,
+                    reason: d.reason.clone(),
+                    log: d.log.clone(),
                     checked_unix_ms: Some(started),
                 },
-                Some(d) => anyhow::bail!(
+                Some((d, None)) => anyhow::bail!(
                     "pre-flight {config}: {} did not give a verdict ({}: {})",
                     script.display(),
                     d.decision,
-                    d.reason.unwrap_or_default()
+                    d.reason.as_deref().unwrap_or_default()
                 ),
                 None => PreflightEntry {
-                    decision: "skip".into(),
+                    decision: Decision::Skip,
                     reason: Some(format!(
                         "verify script exited {} without a decision line (timeout {} s?); stdout tail: {}",
                         out.status,
@@ -122,7 +135,7 @@ pub fn run(
             root,
             &ManifestRow {
                 run_dir: entry.log.as_ref().map(|l| format!("preflight/{l}")),
-                status: entry.decision.clone(),
+                status: entry.decision.into(),
                 reason: entry.reason.clone(),
                 duration_s: t0.elapsed().as_secs_f64(),
                 ..manifest::row("0 pre-flight", config, 0, started)

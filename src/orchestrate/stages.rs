@@ -2,22 +2,20 @@
 
 use std::path::Path;
 
+use anyhow::Context;
 use ctax_schema::ReferenceRates;
 
 use crate::analysis::{self, AnalyzeOptions};
 use crate::fsutil::write_json_atomic;
 
-/// Stage 2: reference rates from the Phase A data under `root` (the analysis engine's code),
-/// written to `<root>/reference_rates.json`.
+/// Stage 2: reference rates from the Phase A data under `root` (the analysis engine's
+/// saturation code on point estimates; no CIs, taxes or verdicts), written to
+/// `<root>/reference_rates.json`.
 pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
     let ds = crate::ingest::load(root)?;
-    let opts = AnalyzeOptions {
-        skip_itl: true,
-        ..Default::default()
-    };
-    let (res, _) = analysis::analyze(&ds, &opts)?;
-    let refs = res.summary.reference_rates;
-    write_json_atomic(&root.join("reference_rates.json"), &refs)?;
+    let refs = analysis::reference_rates(&ds)?;
+    let path = root.join("reference_rates.json");
+    write_json_atomic(&path, &refs).with_context(|| format!("writing {}", path.display()))?;
     Ok(refs)
 }
 
@@ -41,17 +39,25 @@ pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
         },
         skip_itl: true,
     };
-    let (res, _) = analysis::analyze(&ds, &opts)?;
+    let cells = analysis::analyze(&ds, &opts)?.result.summary.cells;
     let path = run_dir.join("summary.json");
     let mut summary: ctax_schema::RunSummary = std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or_default();
     summary.schema_version = ctax_schema::SCHEMA_VERSION;
-    for c in res.summary.cells {
+    for c in cells {
         let q = |x: &crate::analysis::model::Quantiles| serde_json::json!({"n": x.n, "p50": x.p50, "p90": x.p90, "p99": x.p99, "mean": x.mean});
+        let key = ctax_schema::CellKey::new(
+            c.key.phase,
+            ctax_schema::Cell {
+                rate: c.rate,
+                input_len: c.input_len,
+                output_len: c.output_len,
+            },
+        );
         summary.stats.insert(
-            format!("{}/{}", c.key.phase, c.key.cell),
+            key.to_string(),
             serde_json::json!({
                 "counts": c.counts,
                 "ttft_ms": q(&c.ttft_ms),
@@ -65,6 +71,6 @@ pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
             }),
         );
     }
-    write_json_atomic(&path, &summary)?;
+    write_json_atomic(&path, &summary).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

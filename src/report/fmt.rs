@@ -201,6 +201,30 @@ pub fn estimate(e: &Estimate, unit: &str) -> String {
     }
 }
 
+/// A fraction as a whole percentage, for thresholds: `0.95` → `95%`.
+pub fn whole_pct(frac: f64) -> String {
+    format!("{:.0}%", frac * 100.0)
+}
+
+/// Request shapes for captions and headings: `input 4096, output 256` for one shape,
+/// `input/output 512/64, 4096/256` for several (sorted, duplicates dropped).
+pub fn shapes(shapes: &[(u32, u32)]) -> String {
+    let mut v = shapes.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    match v.as_slice() {
+        [] => "no measured shape".to_owned(),
+        [(i, o)] => format!("input {i}, output {o}"),
+        many => format!(
+            "input/output {}",
+            many.iter()
+                .map(|(i, o)| format!("{i}/{o}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// Optional estimate; `n/a` when absent.
 pub fn opt_estimate(e: Option<&Estimate>, unit: &str) -> String {
     e.map_or_else(|| NA.to_owned(), |e| estimate(e, unit))
@@ -240,11 +264,42 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// True for a character no reader should receive raw: C0 controls except tab and newline
+/// (ESC, BEL, CR, …), DEL, and the C1 controls.
+fn is_hidden_control(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// `\u{1b}` for ESC: the visible text a hidden control character is shown as.
+fn visible(c: char) -> String {
+    format!("\\u{{{:x}}}", c as u32)
+}
+
+/// Shows every hidden control character (see [`is_hidden_control`]) as visible `\u{..}`
+/// text. Applied to each finished output document (HTML, Markdown, SVG): the templates never
+/// contain such characters, so any that remain came from data, and a terminal escape or a bell
+/// in a config name reaches no reader raw.
+pub fn visible_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_hidden_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_hidden_control(c) {
+            out.push_str(&visible(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Escapes a data string for Markdown text (table cells included). `<`, `>` and `&` become
 /// entities (no raw HTML or entity can be injected); characters that start emphasis, code, links,
 /// strikethrough or break a table (`\` `` ` `` `*` `[` `]` `|` `~`) are backslash-escaped, `_`
 /// only where it could delimit emphasis (not inside `mooncake_both`); a leading `#`, `+`, `-`,
-/// `=` or `1.` cannot start a block; line breaks become spaces.
+/// `=` or `1.` cannot start a block; line breaks and tabs become spaces; other control
+/// characters are shown as visible `\u{..}` text.
 pub fn md(s: &str) -> String {
     let chars: Vec<char> = s.chars().collect();
     let mut out = String::with_capacity(s.len() + 8);
@@ -275,7 +330,7 @@ pub fn md(s: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if c.is_control() => out.push(' '),
+            c if is_hidden_control(c) => out.push_str(&visible(c)),
             c => out.push(c),
         }
     }
@@ -392,5 +447,33 @@ mod tests {
         assert_eq!(md("0.02 [-0.10, 0.15]"), "0.02 \\[-0.10, 0.15\\]");
         let b = md_code_block("x ``` y", "");
         assert!(b.starts_with("````\n"));
+    }
+
+    #[test]
+    fn control_characters_become_visible_text() {
+        assert_eq!(
+            visible_controls("a\u{1b}[31mb\u{7}\tc\nd\r\u{7f}\u{9b}"),
+            "a\\u{1b}[31mb\\u{7}\tc\nd\\u{d}\\u{7f}\\u{9b}"
+        );
+        assert!(matches!(
+            visible_controls("plain text\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // Markdown cells: tab and newline are spaces; ESC is text, then `[` is escaped.
+        assert_eq!(md("x\u{1b}[1my\tz"), "x\\u{1b}\\[1my z");
+    }
+
+    #[test]
+    fn shapes_and_thresholds() {
+        assert_eq!(
+            shapes(&[(4096, 256), (4096, 256)]),
+            "input 4096, output 256"
+        );
+        assert_eq!(
+            shapes(&[(4096, 256), (512, 64)]),
+            "input/output 512/64, 4096/256"
+        );
+        assert_eq!(whole_pct(0.95), "95%");
+        assert_eq!(whole_pct(0.10), "10%");
     }
 }

@@ -1,6 +1,6 @@
 //! `ctax report`: the static report users read and papers link to.
 //!
-//! [`render`] turns an [`AnalysisResult`] into
+//! [`render`] turns an [`AnalysisResult`] and its [`Verdicts`] into
 //! - `index.html`: one self-contained offline page (inline CSS, inline SVG figures, no script),
 //! - `report.md`: its Markdown twin for a GitHub PR, with
 //! - `figures/fig<N>_<what>.svg`: the figures the page inlines and the Markdown links.
@@ -9,10 +9,11 @@
 //! (numbers formatted with units and CIs); an [`Exporter`] per format renders it through an askama
 //! template in `templates/`; [`figures`] holds one module per figure over shared axes, palette and
 //! legend helpers; [`prose`] renders the Markdown prose in `templates/prose/`. Output is a pure
-//! function of the input: no clock, no hash-map order, fixed number formatting.
+//! function of the input: no clock, no hash-map order, fixed number formatting. Data strings are
+//! escaped for each format, and control characters in them are shown as visible `\u{..}` text
+//! in every output ([`fmt::visible_controls`]).
 
 pub mod figures;
-pub mod fixture;
 pub mod fmt;
 pub mod prose;
 pub mod view;
@@ -25,6 +26,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::analysis::model::{AnalysisResult, config_order};
+use crate::fsutil::write_atomic;
+use crate::verdicts::Verdicts;
 pub use html::HtmlExporter;
 pub use markdown::MarkdownExporter;
 use view::ReportView;
@@ -66,7 +69,11 @@ pub struct FigureStatus {
 /// Renders the report into `out_dir` (created if needed). Figure files this renderer owns
 /// (`figures/fig<N>_*.svg`) that the current data no longer produces are removed, so a committed
 /// `site/` never keeps a stale figure.
-pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<RenderedReport> {
+pub fn render(
+    result: &AnalysisResult,
+    verdicts: &Verdicts,
+    out_dir: &Path,
+) -> anyhow::Result<RenderedReport> {
     let fig_dir = out_dir.join("figures");
     std::fs::create_dir_all(&fig_dir).with_context(|| format!("creating {}", fig_dir.display()))?;
     let figures = figures::build_all(result)?;
@@ -77,7 +84,8 @@ pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<Rendere
         let file = match &f.svg {
             Some(svg) => {
                 let p = fig_dir.join(f.file_name());
-                write_atomic(&p, svg.as_bytes())?;
+                write_atomic(&p, fmt::visible_controls(svg).as_bytes())
+                    .with_context(|| format!("writing {}", p.display()))?;
                 files.push(p.clone());
                 Some(p)
             }
@@ -92,14 +100,15 @@ pub fn render(result: &AnalysisResult, out_dir: &Path) -> anyhow::Result<Rendere
     }
     remove_stale_figures(&fig_dir, &figures)?;
 
-    let view = ReportView::build(result, &figures);
+    let view = ReportView::build(result, verdicts, &figures);
     let exporters: [&dyn Exporter; 2] = [&HtmlExporter, &MarkdownExporter];
     for e in exporters {
         let text = e
             .render(&view)
             .with_context(|| format!("rendering {}", e.file_name()))?;
         let p = out_dir.join(e.file_name());
-        write_atomic(&p, text.as_bytes())?;
+        write_atomic(&p, fmt::visible_controls(&text).as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?;
         files.push(p);
     }
     Ok(RenderedReport {
@@ -126,16 +135,6 @@ fn remove_stale_figures(dir: &Path, figures: &[figures::Figure]) -> anyhow::Resu
             std::fs::remove_file(&p).with_context(|| format!("removing stale {}", p.display()))?;
         }
     }
-    Ok(())
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("out")
-    ));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
 }
 

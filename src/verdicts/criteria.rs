@@ -1,18 +1,19 @@
 //! The seed's success criteria SC1–SC7 ("Success Criteria (revised)").
 
-use ctax_schema::{FileKind, file_name};
+use ctax_schema::{Decision, FileKind, file_name};
 
 use super::hypotheses::{
-    H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, h3_label, h3_ratio, h4_deviation,
+    H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, H4_MAX_DEVIATION, h3_label,
+    h3_ratio, h4_additive, h4_deviation,
 };
-use super::{Ctx, Draft, num, pct, within};
-use crate::analysis::model::{CANONICAL_CONFIGS, Estimate, Verdict, VerdictKind};
+use super::{Ctx, Draft, Verdict, VerdictKind, num, pct, within};
+use crate::analysis::model::{CANONICAL_CONFIGS, Estimate};
 use crate::ingest::Dataset;
 
 pub const SC1_PRIOR: (f64, f64) = (0.25, 0.60);
 pub const SC7_MAX_HOURS: f64 = 6.0;
 
-pub fn all(ctx: &Ctx, h: &[Verdict], ds: &Dataset) -> Vec<Verdict> {
+pub(crate) fn all(ctx: &Ctx, h: &[Verdict], ds: &Dataset) -> Vec<Verdict> {
     let by = |id: &str| {
         h.iter()
             .find(|v| v.id == id)
@@ -41,10 +42,11 @@ fn sc1(h1: &Verdict) -> Verdict {
         return d.not_testable(h1.reason.clone());
     };
     let v = within(&e, SC1_PRIOR.0, SC1_PRIOR.1);
+    let band = format!("[{:.0}%, {:.0}%]", SC1_PRIOR.0 * 100.0, SC1_PRIOR.1 * 100.0);
     let reason = match v {
-        VerdictKind::Supported => format!("tax {} inside [25%, 60%]: prior accepted", pct(&e)),
-        VerdictKind::Refuted => format!("tax {} outside [25%, 60%]: revise the prior", pct(&e)),
-        _ => format!("tax {} overlaps the edge of [25%, 60%]", pct(&e)),
+        VerdictKind::Supported => format!("tax {} inside {band}: prior accepted", pct(&e)),
+        VerdictKind::Refuted => format!("tax {} outside {band}: revise the prior", pct(&e)),
+        _ => format!("tax {} overlaps the edge of {band}", pct(&e)),
     };
     d.finish(Some(e), v, reason, None)
 }
@@ -61,14 +63,15 @@ fn sc2(h2: &Verdict) -> Verdict {
         return d.not_testable(h2.reason.clone());
     };
     let v = within(&e, H2_MIN_GAP, H2_MAX_GAP);
+    let band = format!("{:.0}-{:.0} pp", H2_MIN_GAP * 100.0, H2_MAX_GAP * 100.0);
     let reason = match v {
         VerdictKind::Supported => {
-            "gap agrees with the trace-replay ~7 pp (CI inside 5-10 pp)".to_owned()
+            format!("gap agrees with the trace-replay ~7 pp (CI inside {band})")
         }
         VerdictKind::Refuted => {
-            "gap disagrees with the trace-replay ~7 pp (CI outside 5-10 pp)".to_owned()
+            format!("gap disagrees with the trace-replay ~7 pp (CI outside {band})")
         }
-        _ => "gap CI overlaps the 5-10 pp band only partly".to_owned(),
+        _ => format!("gap CI overlaps the {band} band only partly"),
     } + &format!(": {}", pct(&e));
     d.finish(Some(e), v, reason, None)
 }
@@ -116,16 +119,16 @@ fn sc4(ctx: &Ctx) -> Verdict {
         title: "SC4: H4 additivity",
         statement: "|tax(multi) - (tax(mooncake_both) + tax(lmcache_only))| / tax(multi) <= 0.30 -> linear.",
         unit: "ratio",
-        threshold: "relative deviation <= 0.30".into(),
+        threshold: format!("relative deviation <= {H4_MAX_DEVIATION:.2}"),
     };
     match h4_deviation(ctx) {
         Err((VerdictKind::NotTestable, r)) => d.not_testable(r),
         Err((v, r)) => d.finish(None, v, r, None),
         Ok((e, _, cell)) => {
-            let v = match (e.lo, e.hi) {
-                (_, Some(hi)) if hi <= 0.30 => VerdictKind::Supported,
-                (Some(lo), _) if lo > 0.30 => VerdictKind::Refuted,
-                _ => VerdictKind::Inconclusive,
+            // H4's rule; an estimate without a CI cannot decide linearity either.
+            let v = match h4_additive(&e) {
+                VerdictKind::NotTestable => VerdictKind::Inconclusive,
+                v => v,
             };
             let label = if v == VerdictKind::Supported {
                 "linear"
@@ -214,7 +217,7 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
             .as_ref()
             .and_then(|p| p.configs.get(c))
             .is_some_and(|e| {
-                e.decision == "skip" && e.reason.as_ref().is_some_and(|r| !r.is_empty())
+                e.decision == Decision::Skip && e.reason.as_ref().is_some_and(|r| !r.is_empty())
             });
         if !has_reason {
             missing.push(format!(

@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 
 use ctax_schema::{Cell, Phase};
 
-use super::{Ctx, Draft, at_least, below, num, pct};
-use crate::analysis::model::Detection;
-use crate::analysis::model::{Estimate, Verdict, VerdictKind};
+use super::{Ctx, Draft, Verdict, VerdictKind, at_least, below, num, pct};
+use crate::analysis::model::{Detection, Estimate};
 use crate::analysis::taxes::{Metric, detection, diff, map3, ratio};
 
 pub const H1_MIN_TAX: f64 = 0.10;
@@ -17,11 +16,21 @@ pub const H3_MAX_RATIO: f64 = 0.5;
 pub const H3_IMPLEMENTATION_RATIO: f64 = 0.3;
 pub const H4_MAX_DEVIATION: f64 = 0.30;
 
-pub fn all(ctx: &Ctx) -> Vec<Verdict> {
+pub(crate) fn all(ctx: &Ctx) -> Vec<Verdict> {
     vec![h1(ctx), h2(ctx), h3(ctx), h4(ctx), h5(ctx), h6(ctx)]
 }
 
 type Pair = (f64, Vec<f64>);
+
+/// A threshold fraction as whole percent (`0.10` → `10%`) for verdict reasons.
+fn whole_pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// A threshold fraction as whole percentage points (`0.05` → `5`).
+fn whole_pp(x: f64) -> String {
+    format!("{:.0}", x * 100.0)
+}
 
 /// TTFT p90 tax of `config` in the ref_safe cell.
 fn ttft_tax(ctx: &Ctx, config: &str, cell: &str) -> Result<Pair, String> {
@@ -52,13 +61,14 @@ fn h1(ctx: &Ctx) -> Verdict {
     };
     let e = est(ctx, &t);
     let v = at_least(&e, H1_MIN_TAX);
+    let t = whole_pct(H1_MIN_TAX);
     let reason = match v {
-        VerdictKind::Supported => format!("tax {} lies above 10% at {cell}", pct(&e)),
+        VerdictKind::Supported => format!("tax {} lies above {t} at {cell}", pct(&e)),
         VerdictKind::Refuted => format!(
-            "tax {} lies below 10% at {cell}: the trace-replay tax is dominated by 8-instance coupling, not connector machinery",
+            "tax {} lies below {t} at {cell}: the trace-replay tax is dominated by 8-instance coupling, not connector machinery",
             pct(&e)
         ),
-        _ => format!("tax {} straddles 10% at {cell}", pct(&e)),
+        _ => format!("tax {} straddles {t} at {cell}", pct(&e)),
     };
     d.finish(Some(e), v, reason, None)
 }
@@ -86,27 +96,28 @@ fn h2(ctx: &Ctx) -> Verdict {
     let e = est(ctx, &gap);
     let v = at_least(&e, H2_MIN_GAP);
     let pp = |x: f64| x * 100.0;
+    let (lo_pp, hi_pp) = (whole_pp(H2_MIN_GAP), whole_pp(H2_MAX_GAP));
     let ci = match (e.lo, e.hi) {
         (Some(lo), Some(hi)) => format!("{:+.1} pp [{:+.1}, {:+.1}]", pp(e.est), pp(lo), pp(hi)),
         _ => format!("{:+.1} pp", pp(e.est)),
     };
     let reason = match v {
         VerdictKind::Supported if e.lo.is_some_and(|lo| lo > H2_MAX_GAP) => {
-            format!("gap {ci} is preserved and larger than the prior 5-10 pp")
+            format!("gap {ci} is preserved and larger than the prior {lo_pp}-{hi_pp} pp")
         }
-        VerdictKind::Supported => format!("gap {ci} preserved (>= 5 pp)"),
+        VerdictKind::Supported => format!("gap {ci} preserved (>= {lo_pp} pp)"),
         VerdictKind::Refuted => {
             format!(
-                "gap {ci} shrank below 5 pp or inverted: the trace-replay gap was a coupling artifact"
+                "gap {ci} shrank below {lo_pp} pp or inverted: the trace-replay gap was a coupling artifact"
             )
         }
-        _ => format!("gap {ci} straddles 5 pp"),
+        _ => format!("gap {ci} straddles {lo_pp} pp"),
     };
     d.finish(Some(e), v, reason, None)
 }
 
 /// H3's ratio tax(noop)/tax(mooncake_both) with its estimate, or why it is not testable.
-pub fn h3_ratio(ctx: &Ctx) -> Result<(Estimate, String), (VerdictKind, String)> {
+pub(crate) fn h3_ratio(ctx: &Ctx) -> Result<(Estimate, String), (VerdictKind, String)> {
     let cell = ctx
         .ref_safe_cell(&["noop_connector", "mooncake_both"])
         .map_err(|r| (VerdictKind::NotTestable, r))?;
@@ -126,13 +137,13 @@ pub fn h3_ratio(ctx: &Ctx) -> Result<(Estimate, String), (VerdictKind, String)> 
 }
 
 /// SC3's label for a ratio estimate.
-pub fn h3_label(e: &Estimate) -> String {
+pub(crate) fn h3_label(e: &Estimate) -> String {
     if e.est >= H3_MAX_RATIO {
         "framework-cost-dominated".into()
     } else if e.est < H3_IMPLEMENTATION_RATIO {
         "implementation-cost-dominated".into()
     } else {
-        "mixed (ratio between 0.3 and 0.5)".into()
+        format!("mixed (ratio between {H3_IMPLEMENTATION_RATIO} and {H3_MAX_RATIO})")
     }
 }
 
@@ -152,17 +163,17 @@ fn h3(ctx: &Ctx) -> Verdict {
             let reason = match v {
                 VerdictKind::Supported => {
                     format!(
-                        "ratio {} < 0.5 at {cell}: the connector implementations carry most of the tax",
+                        "ratio {} < {H3_MAX_RATIO} at {cell}: the connector implementations carry most of the tax",
                         num(&e)
                     )
                 }
                 VerdictKind::Refuted => {
                     format!(
-                        "ratio {} >= 0.5 at {cell}: vLLM's connector framework alone carries half or more",
+                        "ratio {} >= {H3_MAX_RATIO} at {cell}: vLLM's connector framework alone carries half or more",
                         num(&e)
                     )
                 }
-                _ => format!("ratio {} straddles 0.5 at {cell}", num(&e)),
+                _ => format!("ratio {} straddles {H3_MAX_RATIO} at {cell}", num(&e)),
             };
             d.finish(Some(e), v, reason, Some(h3_label(&e)))
         }
@@ -170,7 +181,9 @@ fn h3(ctx: &Ctx) -> Verdict {
 }
 
 /// H4's relative deviation |multi − (mooncake + lmcache)| / |multi| and the signed difference.
-pub fn h4_deviation(ctx: &Ctx) -> Result<(Estimate, Estimate, String), (VerdictKind, String)> {
+pub(crate) fn h4_deviation(
+    ctx: &Ctx,
+) -> Result<(Estimate, Estimate, String), (VerdictKind, String)> {
     let cfgs = ["mooncake_both", "lmcache_only", "multi_mooncake_lmcache"];
     let cell = ctx
         .ref_safe_cell(&cfgs)
@@ -193,6 +206,17 @@ pub fn h4_deviation(ctx: &Ctx) -> Result<(Estimate, Estimate, String), (VerdictK
     Ok((est(ctx, &dev), est(ctx, &signed), cell))
 }
 
+/// H4's rule on the relative deviation: additive when the whole CI is within
+/// [`H4_MAX_DEVIATION`], not additive when it lies entirely beyond it.
+pub(crate) fn h4_additive(e: &Estimate) -> VerdictKind {
+    match (e.lo, e.hi) {
+        (_, Some(hi)) if hi <= H4_MAX_DEVIATION => VerdictKind::Supported,
+        (Some(lo), _) if lo > H4_MAX_DEVIATION => VerdictKind::Refuted,
+        (Some(_), Some(_)) => VerdictKind::Inconclusive,
+        _ => VerdictKind::NotTestable,
+    }
+}
+
 fn h4(ctx: &Ctx) -> Verdict {
     let d = Draft {
         id: "h4",
@@ -207,12 +231,7 @@ fn h4(ctx: &Ctx) -> Verdict {
         Err((VerdictKind::NotTestable, r)) => d.not_testable(r),
         Err((v, r)) => d.finish(None, v, r, None),
         Ok((e, signed, cell)) => {
-            let v = match (e.lo, e.hi) {
-                (_, Some(hi)) if hi <= H4_MAX_DEVIATION => VerdictKind::Supported,
-                (Some(lo), _) if lo > H4_MAX_DEVIATION => VerdictKind::Refuted,
-                (Some(_), Some(_)) => VerdictKind::Inconclusive,
-                _ => VerdictKind::NotTestable,
-            };
+            let v = h4_additive(&e);
             let label = match detection(&signed) {
                 Detection::Tax if v == VerdictKind::Refuted => {
                     "super-additive (cross-connector interference)"

@@ -6,37 +6,48 @@
 //! **not testable** (a needed config or measurement is missing; the reason names it).
 //! The decision uses the CI, never the point estimate alone, so noise cannot produce a
 //! false tax.
+//!
+//! This module reads the analysis ([`crate::analysis::Analysis`]: estimates, CIs and the
+//! bootstrap replicates of each tax) and never the other way round: the analysis knows nothing
+//! of hypotheses. Each threshold is a constant next to the rule that uses it; the report's
+//! figures import them from here.
 
 pub mod criteria;
 pub mod hypotheses;
+pub mod model;
 
-use ctax_schema::{Phase, ReferenceRates, fmt_rate};
+use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION, fmt_rate};
 
-use crate::analysis::model::{CellStats, DatasetInfo, Estimate, Verdict, VerdictKind};
+pub use model::{Verdict, VerdictKind, Verdicts};
+
+use crate::analysis::Analysis;
+use crate::analysis::model::{CellStats, DatasetInfo, Estimate};
 use crate::analysis::taxes::TaxEngine;
 use crate::ingest::Dataset;
 
-/// Evaluates H1–H6 and SC1–SC7.
-pub fn evaluate(
-    engine: &TaxEngine,
-    refs: &ReferenceRates,
-    info: &DatasetInfo,
-    cells: &[CellStats],
-    ds: &Dataset,
-) -> (Vec<Verdict>, Vec<Verdict>) {
+/// Evaluates H1–H6 and SC1–SC7 on an analysis of `ds` (SC6 and SC7 read the run artifacts and
+/// the manifest).
+pub fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
+    let engine = analysis.taxes();
+    let s = &analysis.result.summary;
     let ctx = Ctx {
-        engine,
-        refs,
-        info,
-        cells,
+        engine: &engine,
+        refs: &s.reference_rates,
+        info: &s.dataset,
+        cells: &s.cells,
     };
-    let h = hypotheses::all(&ctx);
-    let sc = criteria::all(&ctx, &h, ds);
-    (h, sc)
+    let hypotheses = hypotheses::all(&ctx);
+    let success_criteria = criteria::all(&ctx, &hypotheses, ds);
+    Verdicts {
+        schema_version: SCHEMA_VERSION,
+        simulated: s.dataset.simulated,
+        hypotheses,
+        success_criteria,
+    }
 }
 
 /// What every verdict needs.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     pub engine: &'a TaxEngine<'a>,
     pub refs: &'a ReferenceRates,
     pub info: &'a DatasetInfo,
@@ -104,7 +115,7 @@ impl Ctx<'_> {
 }
 
 /// Builds a verdict from an estimate and a decision rule.
-pub struct Draft {
+pub(crate) struct Draft {
     pub id: &'static str,
     pub title: &'static str,
     pub statement: &'static str,

@@ -1,6 +1,8 @@
 //! The raw-data contract: every record the collector, the simulated engine and the vLLM
 //! step-timing plugin write, and that the analysis reads. This module is the only place the
 //! on-disk shapes are defined; DESIGN.md ("Raw-data contract") documents the same fields.
+//! It is one file on purpose (longer than the project's ~500-line guideline): the contract is
+//! read as a whole, each on-disk type next to the keys, names and codes that refer to it.
 //!
 //! Layout of a results root (one sweep):
 //!
@@ -133,6 +135,88 @@ impl Cell {
 pub fn fmt_rate(rate: f64) -> String {
     let s = format!("{rate}");
     s.strip_suffix(".0").map(str::to_owned).unwrap_or(s)
+}
+
+/// Identity of one cell inside a run directory: its phase and its shape. Written
+/// `<phase>/<cell>` (e.g. `A/r4_i4096_o256`): the key of [`RunSummary::cells`] and
+/// [`RunSummary::stats`], and the prefix of every request id's cell part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellKey {
+    pub phase: Phase,
+    pub cell: Cell,
+}
+
+impl CellKey {
+    pub fn new(phase: Phase, cell: Cell) -> CellKey {
+        CellKey { phase, cell }
+    }
+
+    /// Parses `<phase>/<cell>` as written by `Display`.
+    pub fn parse(s: &str) -> Option<CellKey> {
+        let (phase, cell) = s.split_once('/')?;
+        Some(CellKey {
+            phase: Phase::from_tag(phase)?,
+            cell: Cell::parse(cell)?,
+        })
+    }
+}
+
+impl std::fmt::Display for CellKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.phase.tag(), self.cell.name())
+    }
+}
+
+impl std::str::FromStr for CellKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<CellKey, String> {
+        CellKey::parse(s)
+            .ok_or_else(|| format!("`{s}` is not a cell key `<phase>/r<rate>_i<input>_o<output>`"))
+    }
+}
+
+/// Exit status of `ctax-collect`; `ctax run` reads it and exits with the same codes for the
+/// same outcomes (incomplete, interrupted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Every cell complete.
+    Ok,
+    /// An error before or between cells (bad plan, unwritable output).
+    Failure,
+    /// Bad command-line arguments.
+    Usage,
+    /// At least one cell hit its hard cap before its targets.
+    Incomplete,
+    /// The server died during a cell.
+    ServerDead,
+    /// SIGINT/SIGTERM: files and summary written, the rest not run.
+    Interrupted,
+}
+
+impl Exit {
+    pub const ALL: [Exit; 6] = [
+        Exit::Ok,
+        Exit::Failure,
+        Exit::Usage,
+        Exit::Incomplete,
+        Exit::ServerDead,
+        Exit::Interrupted,
+    ];
+
+    pub const fn code(self) -> i32 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+            Exit::Incomplete => 3,
+            Exit::ServerDead => 4,
+            Exit::Interrupted => 130,
+        }
+    }
+
+    pub fn from_code(code: i32) -> Option<Exit> {
+        Exit::ALL.into_iter().find(|e| e.code() == code)
+    }
 }
 
 /// `requests_<phase>_<cell>.jsonl` and friends.
@@ -445,11 +529,18 @@ pub struct CellHealth {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub schema_version: u32,
-    /// Keyed by `<phase>/<cell>`.
+    /// Keyed by [`CellKey`] (`<phase>/<cell>`).
     pub cells: std::collections::BTreeMap<String, CellHealth>,
     /// Per-cell statistics added by `ctax` after the launch (analysis code), keyed like `cells`.
     #[serde(default)]
     pub stats: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl RunSummary {
+    /// The collector's health record of one cell.
+    pub fn cell(&self, key: &CellKey) -> Option<&CellHealth> {
+        self.cells.get(&key.to_string())
+    }
 }
 
 /// `config.json` of one run directory.
@@ -492,11 +583,33 @@ pub struct PlannedCell {
     pub seed: u64,
 }
 
+/// What the pre-flight decided for a config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Include,
+    Skip,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Include => "include",
+            Decision::Skip => "skip",
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Decision of the pre-flight for one config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PreflightEntry {
-    /// "include" or "skip".
-    pub decision: String,
+    pub decision: Decision,
     pub reason: Option<String>,
     pub log: Option<String>,
     pub checked_unix_ms: Option<u64>,
@@ -513,6 +626,52 @@ pub struct PreflightStatus {
     pub step_timing_reason: Option<String>,
 }
 
+/// Outcome of one manifest row: a pre-flight decision or how a server launch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowStatus {
+    /// Pre-flight: the config runs.
+    Include,
+    /// Pre-flight: the config is skipped (the row's reason says why).
+    Skip,
+    /// Launch: every cell complete.
+    Ok,
+    /// Launch: some cell hit its cap; rerun on resume.
+    Incomplete,
+    /// Launch: the server did not start or died.
+    Failed,
+    /// Launch: Ctrl-C.
+    Interrupted,
+}
+
+impl RowStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowStatus::Include => "include",
+            RowStatus::Skip => "skip",
+            RowStatus::Ok => "ok",
+            RowStatus::Incomplete => "incomplete",
+            RowStatus::Failed => "failed",
+            RowStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for RowStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Decision> for RowStatus {
+    fn from(d: Decision) -> RowStatus {
+        match d {
+            Decision::Include => RowStatus::Include,
+            Decision::Skip => RowStatus::Skip,
+        }
+    }
+}
+
 /// One row of `manifest.jsonl` (rendered into MANIFEST.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ManifestRow {
@@ -521,8 +680,7 @@ pub struct ManifestRow {
     pub config: String,
     pub launch: u32,
     pub run_dir: Option<String>,
-    /// "ok", "skip", "failed", "incomplete", "interrupted".
-    pub status: String,
+    pub status: RowStatus,
     pub reason: Option<String>,
     pub vllm_version: Option<String>,
     pub vllm_git_sha: Option<String>,
@@ -582,6 +740,64 @@ mod tests {
         }
         assert_eq!(Cell::parse("r0_i1_o1"), None);
         assert_eq!(Cell::parse("x4_i1_o1"), None);
+    }
+
+    #[test]
+    fn cell_keys_display_and_parse() {
+        let k = CellKey::new(
+            Phase::Bp,
+            Cell {
+                rate: 0.5,
+                input_len: 4096,
+                output_len: 256,
+            },
+        );
+        assert_eq!(k.to_string(), "Bp/r0.5_i4096_o256");
+        assert_eq!(CellKey::parse("Bp/r0.5_i4096_o256"), Some(k.clone()));
+        assert_eq!("Bp/r0.5_i4096_o256".parse::<CellKey>(), Ok(k));
+        for bad in [
+            "A",
+            "A/",
+            "Z/r1_i1_o1",
+            "A/r1_i1",
+            "A_r1_i1_o1",
+            "A/r1_i1_o1/x",
+        ] {
+            assert_eq!(CellKey::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn exit_codes_round_trip_and_match_the_documented_numbers() {
+        // DESIGN.md §6: 0 complete, 3 some cell incomplete, 4 server dead, 130 interrupted, 2 usage.
+        let documented = [(Exit::Ok, 0), (Exit::Usage, 2), (Exit::Incomplete, 3)];
+        for (e, c) in documented {
+            assert_eq!(e.code(), c);
+        }
+        assert_eq!(Exit::ServerDead.code(), 4);
+        assert_eq!(Exit::Interrupted.code(), 130);
+        for e in Exit::ALL {
+            assert_eq!(Exit::from_code(e.code()), Some(e));
+        }
+        assert_eq!(Exit::from_code(5), None);
+    }
+
+    #[test]
+    fn statuses_keep_their_on_disk_spelling() {
+        for (s, text) in [
+            (RowStatus::Include, "include"),
+            (RowStatus::Skip, "skip"),
+            (RowStatus::Ok, "ok"),
+            (RowStatus::Incomplete, "incomplete"),
+            (RowStatus::Failed, "failed"),
+            (RowStatus::Interrupted, "interrupted"),
+        ] {
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{text}\""));
+            assert_eq!(s.as_str(), text);
+        }
+        let d: Decision = serde_json::from_str("\"skip\"").unwrap();
+        assert_eq!(d, Decision::Skip);
+        assert!(serde_json::from_str::<Decision>("\"error\"").is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::clock::{monotonic_ns, process_cpu_ns, unix_ms};
 use crate::stats::p50_p99_max;
 use crate::workload::{BodyTemplate, MIN_VOCAB_SPAN, PromptGen, Schedule};
 use anyhow::Context;
-use ctax_schema::{CellHealth, FileKind, PlannedCell, file_name};
+use ctax_schema::{CellHealth, CellKey, Exit, FileKind, PlannedCell, file_name};
 use io::{CellIo, IoShared};
 use pacer::{PacerCfg, PacerCtx, PacerEnd};
 use record::CellMeta;
@@ -34,12 +34,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use writer::CellCounters;
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILURE: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_INCOMPLETE: i32 = 3;
-pub const EXIT_SERVER_DEAD: i32 = 4;
-pub const EXIT_INTERRUPTED: i32 = 130;
+// Exit codes: defined once in the schema crate, which `ctax run` reads them from too.
+pub const EXIT_OK: i32 = Exit::Ok.code();
+pub const EXIT_FAILURE: i32 = Exit::Failure.code();
+pub const EXIT_USAGE: i32 = Exit::Usage.code();
+pub const EXIT_INCOMPLETE: i32 = Exit::Incomplete.code();
+pub const EXIT_SERVER_DEAD: i32 = Exit::ServerDead.code();
+pub const EXIT_INTERRUPTED: i32 = Exit::Interrupted.code();
 
 #[derive(clap::Parser, Debug, Clone)]
 #[command(
@@ -221,7 +222,7 @@ pub fn main_with(args: Args) -> i32 {
                 return EXIT_FAILURE;
             }
         };
-        let key = format!("{}/{}", pc.phase.tag(), out.health.cell);
+        let key = CellKey::new(pc.phase, pc.cell.clone()).to_string();
         match summary::update_cell(&env.args.out, &key, &out.health) {
             Ok(Some(w)) => eprintln!("ctax-collect: warning: {w}"),
             Ok(None) => {}
@@ -426,7 +427,7 @@ fn progress_bar(no_progress: bool, prefix: String) -> indicatif::ProgressBar {
 fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
     let args = &env.args;
     let name = pc.cell.name();
-    let key = format!("{}/{}", pc.phase.tag(), name);
+    let key = CellKey::new(pc.phase, pc.cell.clone()).to_string();
     let meta = CellMeta {
         config: args.config.clone(),
         launch: args.launch,

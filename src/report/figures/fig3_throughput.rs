@@ -6,49 +6,53 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, min_max};
 use super::style::{self, Glyph, Key};
-use super::{Ctx, Figure};
+use super::{Ctx, Drawing, Spec};
+use crate::analysis::saturation::THROUGHPUT_RATIO_MIN;
 use crate::report::fmt;
 
-pub const SLUG: &str = "fig3_throughput";
-pub const TITLE: &str = "Figure 3. Achieved vs offered throughput (Phase A)";
+pub(super) const SPEC: Spec = Spec {
+    number: 3,
+    slug: "fig3_throughput",
+    title: "Figure 3. Achieved vs offered throughput (Phase A)",
+};
 
 const DODGE: f64 = 0.03;
+const BODY_H: u32 = 480;
 
-pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
-    let configs: Vec<String> = ctx
-        .phase_a_configs()
+/// Configs with a Phase A effective throughput, with their knee (saturation rate).
+fn knees(ctx: &Ctx<'_>) -> Vec<(String, Option<f64>)> {
+    ctx.phase_a_configs()
         .into_iter()
         .filter(|c| {
             ctx.phase_a(c)
                 .iter()
                 .any(|cell| cell.effective_rps.is_some())
         })
-        .collect();
-    let knees: Vec<(String, Option<f64>)> = configs
-        .iter()
         .map(|c| {
-            (
-                c.clone(),
-                ctx.r
-                    .summary
-                    .reference_rates
-                    .saturation_rate
-                    .get(c)
-                    .copied()
-                    .flatten(),
-            )
+            let knee = ctx
+                .r
+                .summary
+                .reference_rates
+                .saturation_rate
+                .get(&c)
+                .copied()
+                .flatten();
+            (c, knee)
         })
-        .collect();
-    let knee_text: Vec<String> = knees
+        .collect()
+}
+
+pub(super) fn caption(ctx: &Ctx<'_>) -> String {
+    let knee_text: Vec<String> = knees(ctx)
         .iter()
         .map(|(c, k)| match k {
             Some(k) => format!("{c} {}", fmt::rate(*k)),
             None => format!("{c} none"),
         })
         .collect();
-    let caption = format!(
+    format!(
         "Effective throughput (completions inside the measurement window / window length) against the offered \
-         rate, both on log2 axes. On the solid y = x line the server keeps up; below the dashed 0.95x line \
+         rate, both on log2 axes. On the solid y = x line the server keeps up; below the dashed {THROUGHPUT_RATIO_MIN}x line \
          saturation criterion 1 fires. Rings mark each config's knee, its saturation rate (the lowest rate at \
          which any criterion fired), in req/s: {}.",
         if knee_text.is_empty() {
@@ -56,13 +60,14 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         } else {
             knee_text.join(", ")
         }
-    );
+    )
+}
+
+pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
+    let knees = knees(ctx);
+    let configs: Vec<String> = knees.iter().map(|(c, _)| c.clone()).collect();
     if configs.is_empty() {
-        return Ok(Figure::dropped(
-            3,
-            SLUG,
-            TITLE,
-            caption,
+        return Ok(Drawing::Dropped(
             "No Phase A cell has an effective throughput.".to_owned(),
         ));
     }
@@ -84,11 +89,9 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         y.lo = y.lo.min(lo.log2() - 0.25);
         y.hi = y.hi.max(hi.log2() + 0.25);
     }
-    let left_w = style::WIDTH - style::LEGEND_W;
     let n = configs.len();
-    let svg = style::svg(38 + 480, |root| {
-        let body = style::titled(root, TITLE)?;
-        let (left, _) = body.split_horizontally(left_w);
+    let svg = style::figure(SPEC.title, BODY_H, |root, body| {
+        let (left, _) = body.split_horizontally(style::PLOT_W);
         let chart = style::frame(
             &left,
             &x,
@@ -107,18 +110,12 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
             ShapeStyle::from(&style::MUTED).stroke_width(2),
         ))
         .map_err(style::err)?;
-        let k = 0.95f64.log2();
+        let k = THROUGHPUT_RATIO_MIN.log2();
         style::dashed(root, px(lo - k, lo), px(hi, hi + k), style::MUTED, 1)?;
         let (tx, ty) = px(hi - 0.15, hi - 0.15);
-        style::label(
-            root,
-            "y = x",
-            (tx - 6, ty - 2),
-            style::SMALL_SIZE,
-            style::MUTED,
-            HPos::Right,
-            VPos::Bottom,
-        )?;
+        style::NOTE
+            .anchor(HPos::Right, VPos::Bottom)
+            .draw(root, "y = x", (tx - 6, ty - 2))?;
         for (i, (c, knee)) in knees.iter().enumerate() {
             let color = ctx.color(c);
             let d = (i as f64 - (n as f64 - 1.0) / 2.0) * DODGE;
@@ -151,7 +148,7 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                 }
             }
         }
-        let lx = left_w as i32 + 8;
+        let lx = style::LEGEND_X;
         let mut rows: Vec<(Key, String)> = vec![(Key::Heading, "config (knee, req/s)".to_owned())];
         rows.extend(knees.iter().map(|(c, k)| {
             let k = k.map_or_else(|| "none".to_owned(), fmt::rate);
@@ -166,9 +163,12 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
             "knee = saturation rate".to_owned(),
         ));
         rows.push((Key::Line(style::MUTED), "y = x".to_owned()));
-        rows.push((Key::Dashed(style::MUTED), "0.95 x (criterion 1)".to_owned()));
-        style::legend(root, lx, 38 + 8, &rows)?;
+        rows.push((
+            Key::Dashed(style::MUTED),
+            format!("{THROUGHPUT_RATIO_MIN} x (criterion 1)"),
+        ));
+        style::legend(root, lx, style::LEGEND_TOP, &rows)?;
         Ok(())
     })?;
-    Ok(Figure::drawn(3, SLUG, TITLE, caption, svg))
+    Ok(Drawing::Svg(svg))
 }

@@ -9,19 +9,24 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::axis::nice_step;
 use super::style::{self, Area};
-use super::{Ctx, Figure};
+use super::{Ctx, Drawing, Spec};
 use crate::analysis::model::{Tax, TaxContext};
 use crate::report::fmt;
 
-pub const SLUG: &str = "fig5_shape_heatmap";
-pub const TITLE: &str = "Figure 5. Shape-dependent TTFT p90 tax (Phase B)";
+pub(super) const SPEC: Spec = Spec {
+    number: 5,
+    slug: "fig5_shape_heatmap",
+    title: "Figure 5. Shape-dependent TTFT p90 tax (Phase B)",
+};
 
 const COLS: usize = 3;
 const SLOT_W: i32 = 320;
 const SLOT_H: i32 = 236;
 const CELL_W: i32 = 80;
 const CELL_H: i32 = 50;
-const TOP: i32 = 38 + 34;
+/// The line under the title that says how to read a cell.
+const HEAD_H: i32 = 34;
+const TOP: i32 = style::BODY_TOP + HEAD_H;
 
 /// ColorBrewer RdBu (9 classes), blue for negative, red for positive.
 const STOPS: [(u8, u8, u8); 9] = [
@@ -37,7 +42,7 @@ const STOPS: [(u8, u8, u8); 9] = [
 ];
 
 /// Diverging colour of `v` on a symmetric scale `[-limit, +limit]`.
-pub fn diverging(v: f64, limit: f64) -> RGBColor {
+fn diverging(v: f64, limit: f64) -> RGBColor {
     let t = ((v / limit).clamp(-1.0, 1.0) + 1.0) / 2.0 * (STOPS.len() - 1) as f64;
     let i = (t.floor() as usize).min(STOPS.len() - 2);
     let f = t - i as f64;
@@ -46,8 +51,20 @@ pub fn diverging(v: f64, limit: f64) -> RGBColor {
     RGBColor(m(a.0, b.0), m(a.1, b.1), m(a.2, b.2))
 }
 
-pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
-    let shape_taxes: Vec<&Tax> = ctx
+/// What every panel shares: the Phase B taxes, the configs that have one, the shape grid and
+/// the colour scale.
+struct Grid<'a> {
+    taxes: Vec<&'a Tax>,
+    configs: Vec<String>,
+    inputs: Vec<u32>,
+    outputs: Vec<u32>,
+    /// Colours run from -limit to +limit; `clipped` when some |tax| lies beyond.
+    limit: f64,
+    clipped: bool,
+}
+
+fn grid<'a>(ctx: &Ctx<'a>) -> Grid<'a> {
+    let taxes: Vec<&Tax> = ctx
         .r
         .summary
         .taxes
@@ -57,56 +74,20 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
     let configs: Vec<String> = ctx
         .non_plain()
         .into_iter()
-        .filter(|c| shape_taxes.iter().any(|t| &t.config == c))
+        .filter(|c| taxes.iter().any(|t| &t.config == c))
         .collect();
-    let rs = ctx.ref_safe().map_or_else(
-        || "ref_safe".to_owned(),
-        |r| format!("{} req/s", fmt::rate(r)),
-    );
-    let missing: Vec<String> = ctx
-        .r
-        .summary
-        .dataset
-        .skipped
-        .keys()
-        .filter(|c| *c != "plain")
-        .cloned()
-        .collect();
-    let mut caption = format!(
-        "TTFT p90 tax vs plain for each Phase B shape at ref_safe ({rs}): rows are input lengths, columns \
-         output lengths. Each cell prints the estimate and its 95% CI; a bold outline marks a CI that \
-         excludes 0. One colour scale, centred at 0 (white), is shared by all panels. Grey cells: no data."
-    );
-    if !missing.is_empty() {
-        caption.push_str(&format!(
-            " No panel for skipped configs: {}.",
-            missing.join(", ")
-        ));
-    }
-    if configs.is_empty() {
-        return Ok(Figure::dropped(
-            5,
-            SLUG,
-            TITLE,
-            caption,
-            "No Phase B shape tax was computed.".to_owned(),
-        ));
-    }
-    let inputs: Vec<u32> = shape_taxes
-        .iter()
-        .map(|t| t.input_len)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let outputs: Vec<u32> = shape_taxes
-        .iter()
-        .map(|t| t.output_len)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
+    let sorted = |f: fn(&Tax) -> u32| -> Vec<u32> {
+        taxes
+            .iter()
+            .map(|t| f(t))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    let (inputs, outputs) = (sorted(|t| t.input_len), sorted(|t| t.output_len));
     // Colour limit: the 75th percentile of |tax|, rounded up, so one heavily taxed config (or a
     // saturated shape) does not wash out every other panel; cells beyond it keep the end colour.
-    let mut abs: Vec<f64> = shape_taxes
+    let mut abs: Vec<f64> = taxes
         .iter()
         .filter(|t| configs.contains(&t.config))
         .filter_map(|t| t.ttft_p90.as_ref().map(|v| v.value.est.abs()))
@@ -121,29 +102,76 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
     let step = nice_step(robust / 4.0);
     let limit = (robust / step).ceil().max(1.0) * step;
     let clipped = abs.last().is_some_and(|m| *m > limit);
-    if clipped {
+    Grid {
+        taxes,
+        configs,
+        inputs,
+        outputs,
+        limit,
+        clipped,
+    }
+}
+
+/// `4 req/s`, or `ref_safe` when it is undefined.
+fn ref_safe_text(ctx: &Ctx<'_>) -> String {
+    ctx.ref_safe().map_or_else(
+        || "ref_safe".to_owned(),
+        |r| format!("{} req/s", fmt::rate(r)),
+    )
+}
+
+pub(super) fn caption(ctx: &Ctx<'_>) -> String {
+    let rs = ref_safe_text(ctx);
+    let mut caption = format!(
+        "TTFT p90 tax vs plain for each Phase B shape at ref_safe ({rs}): rows are input lengths, columns \
+         output lengths. Each cell prints the estimate and its 95% CI; a bold outline marks a CI that \
+         excludes 0. One colour scale, centred at 0 (white), is shared by all panels. Grey cells: no data."
+    );
+    let missing: Vec<&str> = ctx
+        .r
+        .summary
+        .dataset
+        .skipped
+        .keys()
+        .filter(|c| *c != "plain")
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
         caption.push_str(&format!(
-            " Colours saturate beyond {} (values are still printed).",
-            fmt::pct(limit).replace('+', "+/-")
+            " No panel for skipped configs: {}.",
+            missing.join(", ")
         ));
     }
-    let slots = configs.len() + 1;
+    let g = grid(ctx);
+    if !g.configs.is_empty() && g.clipped {
+        caption.push_str(&format!(
+            " Colours saturate beyond {} (values are still printed).",
+            fmt::pct(g.limit).replace('+', "+/-")
+        ));
+    }
+    caption
+}
+
+pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
+    let g = grid(ctx);
+    if g.configs.is_empty() {
+        return Ok(Drawing::Dropped(
+            "No Phase B shape tax was computed.".to_owned(),
+        ));
+    }
+    let rs = ref_safe_text(ctx);
+    let slots = g.configs.len() + 1;
     let rows = slots.div_ceil(COLS);
-    let height = (TOP + rows as i32 * SLOT_H + 8) as u32;
-    let svg = style::svg(height, |root| {
-        style::titled(root, TITLE)?;
-        style::label(
+    let body_h = (HEAD_H + rows as i32 * SLOT_H + 8) as u32;
+    let svg = style::figure(SPEC.title, body_h, |root, _| {
+        style::TICK.color(style::MUTED).draw(
             root,
             &format!(
                 "rows: input tokens, columns: output tokens; cell: TTFT p90 tax vs plain [95% CI], at ref_safe = {rs}"
             ),
-            (14, 38 + 12),
-            style::TICK_SIZE,
-            style::MUTED,
-            HPos::Left,
-            VPos::Center,
+            (14, style::BODY_TOP + 12),
         )?;
-        for (k, c) in configs.iter().enumerate() {
+        for (k, c) in g.configs.iter().enumerate() {
             let ox = (k % COLS) as i32 * SLOT_W;
             let oy = TOP + (k / COLS) as i32 * SLOT_H;
             panel(
@@ -151,22 +179,22 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                 ctx,
                 c,
                 (ox, oy),
-                &inputs,
-                &outputs,
-                &shape_taxes,
-                limit,
+                &g.inputs,
+                &g.outputs,
+                &g.taxes,
+                g.limit,
             )?;
         }
-        let k = configs.len();
+        let k = g.configs.len();
         colour_bar(
             root,
             ((k % COLS) as i32 * SLOT_W, TOP + (k / COLS) as i32 * SLOT_H),
-            limit,
-            clipped,
+            g.limit,
+            g.clipped,
         )?;
         Ok(())
     })?;
-    Ok(Figure::drawn(5, SLUG, TITLE, caption, svg))
+    Ok(Drawing::Svg(svg))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -190,15 +218,7 @@ fn panel(
         ctx.color(config),
         5,
     )?;
-    style::label(
-        root,
-        &style::clip(config, 26),
-        (ox + 40, oy + 12),
-        style::LABEL_SIZE,
-        style::INK,
-        HPos::Left,
-        VPos::Center,
-    )?;
+    style::HEADING.draw(root, &style::clip(config, 26), (ox + 40, oy + 12))?;
     let gmid = gy + inputs.len() as i32 * CELL_H / 2;
     root.draw(&Text::new(
         "input tokens".to_owned(),
@@ -210,14 +230,10 @@ fn panel(
     .map_err(style::err)?;
     for (r, &inp) in inputs.iter().enumerate() {
         let y0 = gy + r as i32 * CELL_H;
-        style::label(
+        style::TICK.anchor(HPos::Right, VPos::Center).draw(
             root,
             &inp.to_string(),
             (gx - 6, y0 + CELL_H / 2),
-            style::TICK_SIZE,
-            style::INK,
-            HPos::Right,
-            VPos::Center,
         )?;
         for (col, &out) in outputs.iter().enumerate() {
             let x0 = gx + col as i32 * CELL_W;
@@ -244,39 +260,25 @@ fn panel(
                         style::INK
                     };
                     let cx = x0 + CELL_W / 2;
-                    style::label(
-                        root,
-                        &short_pct(v.value.est),
-                        (cx, y0 + 18),
-                        style::TICK_SIZE,
-                        ink,
-                        HPos::Center,
-                        VPos::Center,
-                    )?;
+                    style::TICK
+                        .color(ink)
+                        .anchor(HPos::Center, VPos::Center)
+                        .draw(root, &short_pct(v.value.est), (cx, y0 + 18))?;
                     if let (Some(lo), Some(hi)) = (v.value.lo, v.value.hi) {
                         let ci = format!("[{}, {}]", short_num(lo), short_num(hi));
-                        style::label(
-                            root,
-                            &ci,
-                            (cx, y0 + 35),
-                            12.0,
-                            ink,
-                            HPos::Center,
-                            VPos::Center,
-                        )?;
+                        style::Label::new(12.0)
+                            .color(ink)
+                            .anchor(HPos::Center, VPos::Center)
+                            .draw(root, &ci, (cx, y0 + 35))?;
                     }
                 }
                 _ => {
                     root.draw(&Rectangle::new(rect, style::GRID_LIGHT.filled()))
                         .map_err(style::err)?;
-                    style::label(
+                    style::NOTE.anchor(HPos::Center, VPos::Center).draw(
                         root,
                         "n/a",
                         (x0 + CELL_W / 2, y0 + CELL_H / 2),
-                        style::SMALL_SIZE,
-                        style::MUTED,
-                        HPos::Center,
-                        VPos::Center,
                     )?;
                 }
             }
@@ -285,26 +287,16 @@ fn panel(
     let yb = gy + inputs.len() as i32 * CELL_H;
     for (col, &out) in outputs.iter().enumerate() {
         let cx = gx + col as i32 * CELL_W + CELL_W / 2;
-        style::label(
+        style::TICK.anchor(HPos::Center, VPos::Center).draw(
             root,
             &out.to_string(),
             (cx, yb + 10),
-            style::TICK_SIZE,
-            style::INK,
-            HPos::Center,
-            VPos::Center,
         )?;
     }
     let mid = gx + outputs.len() as i32 * CELL_W / 2;
-    style::label(
-        root,
-        "output tokens",
-        (mid, yb + 28),
-        style::SMALL_SIZE,
-        style::MUTED,
-        HPos::Center,
-        VPos::Center,
-    )?;
+    style::NOTE
+        .anchor(HPos::Center, VPos::Center)
+        .draw(root, "output tokens", (mid, yb + 28))?;
     Ok(())
 }
 
@@ -340,15 +332,7 @@ fn colour_bar(
     clipped: bool,
 ) -> anyhow::Result<()> {
     let (x0, y0, w, h) = (ox + 80, oy + 36, 22, 150);
-    style::label(
-        root,
-        "TTFT p90 tax (colour)",
-        (ox + 30, oy + 12),
-        style::LABEL_SIZE,
-        style::INK,
-        HPos::Left,
-        VPos::Center,
-    )?;
+    style::HEADING.draw(root, "TTFT p90 tax (colour)", (ox + 30, oy + 12))?;
     let steps = 60;
     for i in 0..steps {
         // Top = +limit.
@@ -381,33 +365,13 @@ fn colour_bar(
         } else {
             short_pct(v)
         };
-        style::label(
-            root,
-            &text,
-            (x0 + w + 9, y),
-            style::TICK_SIZE,
-            style::INK,
-            HPos::Left,
-            VPos::Center,
-        )?;
+        style::TICK.draw(root, &text, (x0 + w + 9, y))?;
     }
-    style::label(
+    style::NOTE.draw(
         root,
         "red: slower than plain, blue: faster;",
         (ox + 30, y0 + h + 22),
-        style::SMALL_SIZE,
-        style::MUTED,
-        HPos::Left,
-        VPos::Center,
     )?;
-    style::label(
-        root,
-        "bold outline: CI excludes 0",
-        (ox + 30, y0 + h + 38),
-        style::SMALL_SIZE,
-        style::MUTED,
-        HPos::Left,
-        VPos::Center,
-    )?;
+    style::NOTE.draw(root, "bold outline: CI excludes 0", (ox + 30, y0 + h + 38))?;
     Ok(())
 }

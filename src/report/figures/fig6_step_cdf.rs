@@ -5,34 +5,35 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, Labels};
 use super::style::{self, Key};
-use super::{Ctx, Figure};
+use super::{Ctx, Drawing, Spec};
 use crate::report::fmt;
 
-pub const SLUG: &str = "fig6_step_cdf";
-pub const TITLE: &str = "Figure 6. Per-step latency CDF at ref_safe (Phase A)";
+pub(super) const SPEC: Spec = Spec {
+    number: 6,
+    slug: "fig6_step_cdf",
+    title: "Figure 6. Per-step latency CDF at ref_safe (Phase A)",
+};
 
 /// At most this many ECDF steps per config are drawn (quantile-spaced; keeps the SVG small).
 const MAX_POINTS: usize = 500;
+const BODY_H: u32 = 460;
 
-pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
+pub(super) fn caption(ctx: &Ctx<'_>) -> String {
     let rs = ctx.ref_safe().map_or_else(
         || "ref_safe".to_owned(),
         |r| format!("{} req/s", fmt::rate(r)),
     );
-    let caption = format!(
+    format!(
         "Empirical CDF of engine step duration (schedule() entry to the end of update_from_output, from the \
          step-timing plugin) in the Phase A cell at ref_safe ({rs}), one line per config; log x axis in \
          microseconds. Dashed lines mark the median and the 90th percentile. A shift to the right is what \
          each step costs."
-    );
+    )
+}
+
+pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
     if !ctx.r.summary.dataset.step_timing_available {
-        return Ok(Figure::dropped(
-            6,
-            SLUG,
-            TITLE,
-            caption,
-            step_timing_note(ctx),
-        ));
+        return Ok(Drawing::Dropped(step_timing_note(ctx)));
     }
     let series: Vec<(String, &Vec<f64>)> = ctx
         .configs
@@ -41,11 +42,7 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         .filter(|(_, v)| v.iter().any(|x| x.is_finite() && *x > 0.0))
         .collect();
     if series.is_empty() {
-        return Ok(Figure::dropped(
-            6,
-            SLUG,
-            TITLE,
-            caption,
+        return Ok(Drawing::Dropped(
             "Step timing is marked available, but no step durations were recorded at ref_safe."
                 .to_owned(),
         ));
@@ -74,10 +71,8 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
     let mut y = Axis::linear(0.0, 1.0, 4, true, Labels::Unit);
     y.lo = 0.0;
     y.hi = 1.02;
-    let left_w = style::WIDTH - style::LEGEND_W;
-    let svg = style::svg(38 + 460, |root| {
-        let body = style::titled(root, TITLE)?;
-        let (left, _) = body.split_horizontally(left_w);
+    let svg = style::figure(SPEC.title, BODY_H, |root, body| {
+        let (left, _) = body.split_horizontally(style::PLOT_W);
         let chart = style::frame(
             &left,
             &x,
@@ -91,15 +86,9 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         for (q, name) in [(0.5, "p50"), (0.9, "p90")] {
             style::dashed(root, px(x.lo, q), px(x.hi, q), style::MUTED, 1)?;
             let (xr, yq) = px(x.hi, q);
-            style::label(
-                root,
-                name,
-                (xr - 4, yq - 3),
-                style::SMALL_SIZE,
-                style::MUTED,
-                HPos::Right,
-                VPos::Bottom,
-            )?;
+            style::NOTE
+                .anchor(HPos::Right, VPos::Bottom)
+                .draw(root, name, (xr - 4, yq - 3))?;
         }
         for (c, v) in &clean {
             let color = ctx.color(c);
@@ -128,14 +117,14 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                 .iter()
                 .map(|(c, _)| (Key::Series(ctx.color(c)), style::clip(c, 24))),
         );
-        style::legend(root, left_w as i32 + 8, 38 + 8, &rows)?;
+        style::legend(root, style::LEGEND_X, style::LEGEND_TOP, &rows)?;
         Ok(())
     })?;
-    Ok(Figure::drawn(6, SLUG, TITLE, caption, svg))
+    Ok(Drawing::Svg(svg))
 }
 
 /// The sentence the report prints when step timing is unavailable.
-pub fn step_timing_note(ctx: &Ctx<'_>) -> String {
+pub(super) fn step_timing_note(ctx: &Ctx<'_>) -> String {
     let why = ctx
         .r
         .summary

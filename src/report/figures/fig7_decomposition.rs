@@ -2,31 +2,39 @@
 //! framework = tax(noop_connector); implementation = tax(config) − tax(noop_connector).
 
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, Labels, min_max};
 use super::fig6_step_cdf::step_timing_note;
 use super::style;
-use super::{Ctx, Figure};
+use super::{Ctx, Drawing, Spec};
 use crate::analysis::model::TaxContext;
 use crate::report::fmt;
 
-pub const SLUG: &str = "fig7_decomposition";
-pub const TITLE: &str = "Figure 7. Framework vs implementation cost of the TTFT p90 tax (ref_safe)";
+pub(super) const SPEC: Spec = Spec {
+    number: 7,
+    slug: "fig7_decomposition",
+    title: "Figure 7. Framework vs implementation cost of the TTFT p90 tax (ref_safe)",
+};
 
 const NOOP: &str = "noop_connector";
 const SLOT_H: u32 = 40;
+/// The legend line under the title, and the x axis with margins below the rows.
+const LEGEND_H: u32 = 32;
+const AXIS_H: u32 = 64;
 
 /// A config, its total tax, and the total's CI.
 type Row = (String, f64, Option<(f64, f64)>);
 
-pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
-    let caption = "Each bar is a config's TTFT p90 tax at ref_safe split into an estimated framework cost (grey: \
+pub(super) fn caption(_: &Ctx<'_>) -> String {
+    "Each bar is a config's TTFT p90 tax at ref_safe split into an estimated framework cost (grey: \
                    the tax of noop_connector, vLLM's connector dispatch with every hook a no-op) and an estimated \
                    implementation cost (colour: the rest). The split is a difference of two estimates and has \
                    no CI of its own; whiskers are the 95% CI of the total tax, the grey band that of \
                    noop_connector."
-        .to_owned();
+        .to_owned()
+}
+
+pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
     if !ctx.r.summary.dataset.step_timing_available {
         let mut note = step_timing_note(ctx);
         if ctx.tax(NOOP, TaxContext::RefSafe).is_none() {
@@ -34,7 +42,7 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
                 " noop_connector did not run either, which alone also drops this figure.",
             );
         }
-        return Ok(Figure::dropped(7, SLUG, TITLE, caption, note));
+        return Ok(Drawing::Dropped(note));
     }
     let noop = ctx
         .tax(NOOP, TaxContext::RefSafe)
@@ -44,16 +52,10 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
             Some(r) => format!("noop_connector did not run ({r})"),
             None => "noop_connector has no tax at ref_safe".to_owned(),
         };
-        return Ok(Figure::dropped(
-            7,
-            SLUG,
-            TITLE,
-            caption,
-            format!(
-                "{why}, so the framework share cannot be estimated: Figure 7 is dropped, as the seed specifies. \
+        return Ok(Drawing::Dropped(format!(
+            "{why}, so the framework share cannot be estimated: Figure 7 is dropped, as the seed specifies. \
                  Each config's tax is reported as a single number in the taxes table and in Figure 4."
-            ),
-        ));
+        )));
     };
     let rows: Vec<Row> = ctx
         .non_plain()
@@ -65,11 +67,7 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         })
         .collect();
     if rows.is_empty() {
-        return Ok(Figure::dropped(
-            7,
-            SLUG,
-            TITLE,
-            caption,
+        return Ok(Drawing::Dropped(
             "No config besides noop_connector has a tax at ref_safe.".to_owned(),
         ));
     }
@@ -93,121 +91,99 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         .collect();
     let y = Axis::categories(names);
     let n = rows.len();
-    let height = 38 + 32 + n as u32 * SLOT_H + 64;
-    let svg = style::svg(height, |root| {
-        let body = style::titled(root, TITLE)?;
-        let (_, rest) = body.split_vertically(32);
-        let ly = 38 + 14;
-        let mut lx = 200;
-        let grey = style::PALETTE[1];
-        let text = format!("framework = tax(noop_connector) = {}", fmt::pct(f));
-        root.draw(&Rectangle::new(
-            [(lx, ly - 7), (lx + 22, ly + 7)],
-            grey.filled(),
-        ))
-        .map_err(style::err)?;
-        style::label(
-            root,
-            &text,
-            (lx + 30, ly),
-            style::TICK_SIZE,
-            style::INK,
-            HPos::Left,
-            VPos::Center,
-        )?;
-        lx += 30 + style::text_width(&text, style::TICK_SIZE) + 30;
-        // The implementation share is drawn in each config's colour: a striped key says so.
-        for (k, c) in rows.iter().take(3).enumerate() {
-            let x0 = lx + 8 * k as i32;
+    let svg = style::figure(
+        SPEC.title,
+        LEGEND_H + n as u32 * SLOT_H + AXIS_H,
+        |root, body| {
+            let (_, rest) = body.split_vertically(LEGEND_H);
+            let ly = style::BODY_TOP + 14;
+            let mut lx = 200;
+            let grey = style::PALETTE[1];
+            let text = format!("framework = tax(noop_connector) = {}", fmt::pct(f));
             root.draw(&Rectangle::new(
-                [(x0, ly - 7), (x0 + 8, ly + 7)],
-                ctx.color(&c.0).filled(),
-            ))
-            .map_err(style::err)?;
-        }
-        let text = "implementation = tax(config) - tax(noop), config colour";
-        style::label(
-            root,
-            text,
-            (lx + 30, ly),
-            style::TICK_SIZE,
-            style::INK,
-            HPos::Left,
-            VPos::Center,
-        )?;
-        let chart = style::frame(
-            &rest,
-            &x,
-            &y,
-            "TTFT p90 tax vs plain at ref_safe (%)",
-            "",
-            190,
-            46,
-        )?;
-        let px = |a: f64, b: f64| chart.backend_coord(&(a, b));
-        let (top, bottom) = (px(x.lo, y.hi).1, px(x.lo, y.lo).1);
-        // noop's CI as a band, its estimate as a line.
-        if let (Some(l), Some(h)) = (noop.value.lo, noop.value.hi) {
-            let (xl, xh) = (px(l, 0.0).0, px(h, 0.0).0);
-            root.draw(&Rectangle::new(
-                [(xl, top), (xh, bottom)],
-                style::tint(grey, 0.8).filled(),
-            ))
-            .map_err(style::err)?;
-        }
-        let xf = px(f, 0.0).0;
-        style::dashed(root, (xf, top), (xf, bottom), grey, 1)?;
-        let zero = px(0.0, 0.0).0;
-        root.draw(&PathElement::new(
-            vec![(zero, top), (zero, bottom)],
-            ShapeStyle::from(&style::INK),
-        ))
-        .map_err(style::err)?;
-        for (i, (c, t, ci)) in rows.iter().enumerate() {
-            let row = (n - 1 - i) as f64;
-            let color = ctx.color(c);
-            let (x0, y0) = px(0.0, row + 0.3);
-            let (x1, y1) = px(f, row - 0.3);
-            root.draw(&Rectangle::new(
-                [(x0.min(x1), y0), (x0.max(x1), y1)],
+                [(lx, ly - 7), (lx + 22, ly + 7)],
                 grey.filled(),
             ))
             .map_err(style::err)?;
-            let x2 = px(*t, 0.0).0;
-            let impl_style = if *t >= f {
-                color.filled()
-            } else {
-                style::tint(color, 0.5).filled()
-            };
-            root.draw(&Rectangle::new(
-                [(x1.min(x2), y0), (x1.max(x2), y1)],
-                impl_style,
+            style::TICK.draw(root, &text, (lx + 30, ly))?;
+            lx += 30 + style::TICK.width(&text) + 30;
+            // The implementation share is drawn in each config's colour: a striped key says so.
+            for (k, c) in rows.iter().take(3).enumerate() {
+                let x0 = lx + 8 * k as i32;
+                root.draw(&Rectangle::new(
+                    [(x0, ly - 7), (x0 + 8, ly + 7)],
+                    ctx.color(&c.0).filled(),
+                ))
+                .map_err(style::err)?;
+            }
+            let text = "implementation = tax(config) - tax(noop), config colour";
+            style::TICK.draw(root, text, (lx + 30, ly))?;
+            let chart = style::frame(
+                &rest,
+                &x,
+                &y,
+                "TTFT p90 tax vs plain at ref_safe (%)",
+                "",
+                style::NAMES_W,
+                46,
+            )?;
+            let px = |a: f64, b: f64| chart.backend_coord(&(a, b));
+            let (top, bottom) = (px(x.lo, y.hi).1, px(x.lo, y.lo).1);
+            // noop's CI as a band, its estimate as a line.
+            if let (Some(l), Some(h)) = (noop.value.lo, noop.value.hi) {
+                let (xl, xh) = (px(l, 0.0).0, px(h, 0.0).0);
+                root.draw(&Rectangle::new(
+                    [(xl, top), (xh, bottom)],
+                    style::tint(grey, 0.8).filled(),
+                ))
+                .map_err(style::err)?;
+            }
+            let xf = px(f, 0.0).0;
+            style::dashed(root, (xf, top), (xf, bottom), grey, 1)?;
+            let zero = px(0.0, 0.0).0;
+            root.draw(&PathElement::new(
+                vec![(zero, top), (zero, bottom)],
+                ShapeStyle::from(&style::INK),
             ))
             .map_err(style::err)?;
-            let yc = (y0 + y1) / 2;
-            let mut right = x0.max(x1).max(x2);
-            if let Some((l, h)) = ci {
-                let (xl, xh) = (px(*l, 0.0).0, px(*h, 0.0).0);
-                style::hbar(root, yc, xl, xh, style::INK, 5)?;
-                right = right.max(xh);
+            for (i, (c, t, ci)) in rows.iter().enumerate() {
+                let row = (n - 1 - i) as f64;
+                let color = ctx.color(c);
+                let (x0, y0) = px(0.0, row + 0.3);
+                let (x1, y1) = px(f, row - 0.3);
+                root.draw(&Rectangle::new(
+                    [(x0.min(x1), y0), (x0.max(x1), y1)],
+                    grey.filled(),
+                ))
+                .map_err(style::err)?;
+                let x2 = px(*t, 0.0).0;
+                let impl_style = if *t >= f {
+                    color.filled()
+                } else {
+                    style::tint(color, 0.5).filled()
+                };
+                root.draw(&Rectangle::new(
+                    [(x1.min(x2), y0), (x1.max(x2), y1)],
+                    impl_style,
+                ))
+                .map_err(style::err)?;
+                let yc = (y0 + y1) / 2;
+                let mut right = x0.max(x1).max(x2);
+                if let Some((l, h)) = ci {
+                    let (xl, xh) = (px(*l, 0.0).0, px(*h, 0.0).0);
+                    style::hbar(root, yc, xl, xh, style::INK, 5)?;
+                    right = right.max(xh);
+                }
+                let text = format!(
+                    "{}: framework {}, impl. {}",
+                    fmt::pct(*t),
+                    fmt::pct(f),
+                    fmt::pct(t - f)
+                );
+                style::SMALL.draw(root, &text, (right + 6, yc))?;
             }
-            let text = format!(
-                "{}: framework {}, impl. {}",
-                fmt::pct(*t),
-                fmt::pct(f),
-                fmt::pct(t - f)
-            );
-            style::label(
-                root,
-                &text,
-                (right + 6, yc),
-                style::SMALL_SIZE,
-                style::INK,
-                HPos::Left,
-                VPos::Center,
-            )?;
-        }
-        Ok(())
-    })?;
-    Ok(Figure::drawn(7, SLUG, TITLE, caption, svg))
+            Ok(())
+        },
+    )?;
+    Ok(Drawing::Svg(svg))
 }

@@ -7,12 +7,16 @@ use plotters::style::text_anchor::{HPos, VPos};
 
 use super::axis::{Axis, Labels, min_max};
 use super::style::{self, Area};
-use super::{Ctx, Figure};
+use super::{Ctx, Drawing, Spec};
 use crate::analysis::model::{Estimate, Tax, TaxContext, TaxValue};
 use crate::report::fmt;
+use crate::verdicts::hypotheses::H4_MAX_DEVIATION;
 
-pub const SLUG: &str = "fig8_additivity";
-pub const TITLE: &str = "Figure 8. H4: is the MultiConnector tax additive? (ref_safe)";
+pub(super) const SPEC: Spec = Spec {
+    number: 8,
+    slug: "fig8_additivity",
+    title: "Figure 8. H4: is the MultiConnector tax additive? (ref_safe)",
+};
 
 const A: &str = "mooncake_both";
 const B: &str = "lmcache_only";
@@ -22,13 +26,17 @@ const BAND: RGBColor = RGBColor(0xe6, 0xee, 0xf7);
 
 type Metric = fn(&Tax) -> Option<&TaxValue>;
 
-pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
-    let caption = "Tax vs plain at ref_safe of mooncake_both (A), lmcache_only (B), their sum A + B (stacked; its \
-                   whiskers add the two CIs' bounds, a conservative interval) and multi_mooncake_lmcache (the \
-                   two stacked in one MultiConnector), with 95% CIs. The shaded band is where A + B must lie \
-                   for the seed's additivity test, |multi - (A + B)| / multi <= 0.30; above it the stack is \
-                   super-additive, below it sub-additive."
-        .to_owned();
+pub(super) fn caption(_: &Ctx<'_>) -> String {
+    format!(
+        "Tax vs plain at ref_safe of mooncake_both (A), lmcache_only (B), their sum A + B (stacked; its \
+         whiskers add the two CIs' bounds, a conservative interval) and multi_mooncake_lmcache (the \
+         two stacked in one MultiConnector), with 95% CIs. The shaded band is where A + B must lie \
+         for the seed's additivity test, |multi - (A + B)| / multi <= {H4_MAX_DEVIATION:.2}; above it the stack is \
+         super-additive, below it sub-additive."
+    )
+}
+
+pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
     let missing: Vec<String> = [A, B, M]
         .iter()
         .filter(|c| {
@@ -42,19 +50,12 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         })
         .collect();
     if !missing.is_empty() {
-        return Ok(Figure::dropped(
-            8,
-            SLUG,
-            TITLE,
-            caption,
-            format!(
-                "H4 needs all three of {A}, {B} and {M}; missing: {}. Figure 8 is not drawn.",
-                missing.join("; ")
-            ),
-        ));
+        return Ok(Drawing::Dropped(format!(
+            "H4 needs all three of {A}, {B} and {M}; missing: {}. Figure 8 is not drawn.",
+            missing.join("; ")
+        )));
     }
-    let svg = style::svg(38 + 2 * PANEL_H, |root| {
-        let body = style::titled(root, TITLE)?;
+    let svg = style::figure(SPEC.title, 2 * PANEL_H, |root, body| {
         let (top, bottom) = body.split_vertically(PANEL_H);
         panel(
             root,
@@ -72,7 +73,7 @@ pub fn figure(ctx: &Ctx<'_>) -> anyhow::Result<Figure> {
         )?;
         Ok(())
     })?;
-    Ok(Figure::drawn(8, SLUG, TITLE, caption, svg))
+    Ok(Drawing::Svg(svg))
 }
 
 fn panel(
@@ -97,7 +98,12 @@ fn panel(
         _ => None,
     };
     let bars: [(&str, Option<Estimate>); 4] = [(A, a), (B, b), ("A + B (sum)", sum), (M, m)];
-    let band = m.map(|m| (0.7 * m.est, 1.3 * m.est));
+    let band = m.map(|m| {
+        (
+            (1.0 - H4_MAX_DEVIATION) * m.est,
+            (1.0 + H4_MAX_DEVIATION) * m.est,
+        )
+    });
     let vals = bars
         .iter()
         .filter_map(|(_, e)| *e)
@@ -118,14 +124,13 @@ fn panel(
             .map_err(style::err)?;
         style::dashed(root, (left, y0), (right, y0), style::MUTED, 1)?;
         style::dashed(root, (left, y1), (right, y1), style::MUTED, 1)?;
-        style::label(
+        style::NOTE.anchor(HPos::Left, VPos::Top).draw(
             root,
-            "additive band: A + B within multi +/- 30%",
+            &format!(
+                "additive band: A + B within multi +/- {}",
+                fmt::whole_pct(H4_MAX_DEVIATION)
+            ),
             (left + 8, y1 + 4),
-            style::SMALL_SIZE,
-            style::MUTED,
-            HPos::Left,
-            VPos::Top,
         )?;
     }
     let zero = px(0.0, 0.0).1;
@@ -137,14 +142,10 @@ fn panel(
     for (i, (name, e)) in bars.iter().enumerate() {
         let xi = i as f64;
         let Some(e) = e else {
-            style::label(
+            style::NOTE.anchor(HPos::Center, VPos::Bottom).draw(
                 root,
                 "n/a",
                 (px(xi, 0.0).0, zero - 8),
-                style::SMALL_SIZE,
-                style::MUTED,
-                HPos::Center,
-                VPos::Bottom,
             )?;
             continue;
         };
@@ -179,14 +180,10 @@ fn panel(
             style::vbar(root, xc, yl, yh, style::INK, 6)?;
             top = top.min(yh);
         }
-        style::label(
+        style::TICK.anchor(HPos::Center, VPos::Bottom).draw(
             root,
             &fmt::pct(e.est),
             (xc, top - 5),
-            style::TICK_SIZE,
-            style::INK,
-            HPos::Center,
-            VPos::Bottom,
         )?;
     }
     Ok(())

@@ -1,8 +1,11 @@
 //! The eight figures of the seed ("Analysis & Figures"), drawn with plotters' SVG backend.
 //!
-//! One file per figure, named for what it draws; [`style`] and [`axis`] hold what they share
-//! (palette keyed by canonical config order, fonts, legend, glyphs, transformed log axes). A
-//! figure either returns an SVG or is *dropped* with a reason the report prints in its place.
+//! One file per figure, named for what it draws, opening with its [`Spec`] (number, slug,
+//! title) and its caption built from the data; [`style`] and [`axis`] hold what they share
+//! (canvas and title layout, palette keyed by canonical config order, fonts and labels,
+//! legend, glyphs, transformed log axes). Thresholds drawn as lines or bands are imported from
+//! the definitions in `analysis::saturation` and `verdicts::hypotheses`. A figure either
+//! returns an SVG or is *dropped* with a reason the report prints in its place.
 
 pub mod axis;
 pub mod style;
@@ -20,6 +23,24 @@ mod rate_curves;
 use crate::analysis::model::{AnalysisResult, CellStats, Tax, TaxContext};
 use ctax_schema::Phase;
 
+/// What a figure declares about itself, once, at the top of its file: number, file stem and
+/// title. Its caption is a function of the data next to it (`caption`), and `draw` returns the
+/// SVG or the reason it is not drawn.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spec {
+    /// 1–8, the seed's numbering; the HTML anchor is `fig<number>`.
+    pub number: u8,
+    /// File stem under `figures/`, e.g. `fig1_ttft_vs_rate`.
+    pub slug: &'static str,
+    pub title: &'static str,
+}
+
+/// A figure's drawing: the SVG, or why there is none (printed in its place).
+pub(crate) enum Drawing {
+    Svg(String),
+    Dropped(String),
+}
+
 /// One figure of the report: drawn (`svg`) or dropped (`svg` is `None`, `note` says why).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
@@ -28,11 +49,11 @@ pub struct Figure {
     /// File stem under `figures/`, e.g. `fig1_ttft_vs_rate`.
     pub slug: &'static str,
     pub title: String,
-    /// What the figure shows and how to read it (plain text; data-derived parts are escaped by
-    /// the exporters).
+    /// What the figure shows and how to read it (plain text built from the data; data-derived
+    /// parts are escaped by the exporters).
     pub caption: String,
     pub svg: Option<String>,
-    /// Why the figure was dropped, or a degradation note about a figure still drawn.
+    /// Why the figure was dropped.
     pub note: Option<String>,
 }
 
@@ -43,47 +64,68 @@ impl Figure {
     pub fn file_name(&self) -> String {
         format!("{}.svg", self.slug)
     }
-    fn drawn(number: u8, slug: &'static str, title: &str, caption: String, svg: String) -> Figure {
+    fn new(spec: &Spec, caption: String, drawing: Drawing) -> Figure {
+        let (svg, note) = match drawing {
+            Drawing::Svg(svg) => (Some(svg), None),
+            Drawing::Dropped(why) => (None, Some(why)),
+        };
         Figure {
-            number,
-            slug,
-            title: title.to_owned(),
+            number: spec.number,
+            slug: spec.slug,
+            title: spec.title.to_owned(),
             caption,
-            svg: Some(svg),
-            note: None,
-        }
-    }
-    fn dropped(
-        number: u8,
-        slug: &'static str,
-        title: &str,
-        caption: String,
-        why: String,
-    ) -> Figure {
-        Figure {
-            number,
-            slug,
-            title: title.to_owned(),
-            caption,
-            svg: None,
-            note: Some(why),
+            svg,
+            note,
         }
     }
 }
 
+type Caption = fn(&Ctx<'_>) -> String;
+type Draw = fn(&Ctx<'_>) -> anyhow::Result<Drawing>;
+
+/// Every figure, in order: its spec, caption and drawing.
+const FIGURES: [(&Spec, Caption, Draw); 8] = [
+    (&fig1_ttft::SPEC, fig1_ttft::caption, fig1_ttft::draw),
+    (&fig2_tpot::SPEC, fig2_tpot::caption, fig2_tpot::draw),
+    (
+        &fig3_throughput::SPEC,
+        fig3_throughput::caption,
+        fig3_throughput::draw,
+    ),
+    (
+        &fig4_tax_bars::SPEC,
+        fig4_tax_bars::caption,
+        fig4_tax_bars::draw,
+    ),
+    (
+        &fig5_shape_heatmap::SPEC,
+        fig5_shape_heatmap::caption,
+        fig5_shape_heatmap::draw,
+    ),
+    (
+        &fig6_step_cdf::SPEC,
+        fig6_step_cdf::caption,
+        fig6_step_cdf::draw,
+    ),
+    (
+        &fig7_decomposition::SPEC,
+        fig7_decomposition::caption,
+        fig7_decomposition::draw,
+    ),
+    (
+        &fig8_additivity::SPEC,
+        fig8_additivity::caption,
+        fig8_additivity::draw,
+    ),
+];
+
 /// Draws all eight figures, in order.
 pub fn build_all(r: &AnalysisResult) -> anyhow::Result<Vec<Figure>> {
     let ctx = Ctx::new(r);
-    Ok(vec![
-        fig1_ttft::figure(&ctx)?,
-        fig2_tpot::figure(&ctx)?,
-        fig3_throughput::figure(&ctx)?,
-        fig4_tax_bars::figure(&ctx)?,
-        fig5_shape_heatmap::figure(&ctx)?,
-        fig6_step_cdf::figure(&ctx)?,
-        fig7_decomposition::figure(&ctx)?,
-        fig8_additivity::figure(&ctx)?,
-    ])
+    FIGURES
+        .iter()
+        .map(|(spec, caption, draw)| Ok(Figure::new(spec, caption(&ctx), draw(&ctx)?)))
+        .collect()
 }
 
 /// Read-only access to the data the figures draw.
@@ -103,6 +145,19 @@ impl<'a> Ctx<'a> {
 
     pub fn color(&self, config: &str) -> plotters::style::RGBColor {
         style::config_color(config, &self.configs)
+    }
+
+    /// The Phase A shapes in the data, e.g. `input 4096, output 256`.
+    pub fn phase_a_shapes(&self) -> String {
+        let shapes: Vec<(u32, u32)> = self
+            .r
+            .summary
+            .cells
+            .iter()
+            .filter(|c| c.key.phase == Phase::A && c.launch.is_none())
+            .map(|c| (c.input_len, c.output_len))
+            .collect();
+        crate::report::fmt::shapes(&shapes)
     }
 
     /// Pooled Phase A cells of a config, by rate.

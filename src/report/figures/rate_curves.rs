@@ -8,9 +8,11 @@ use super::Ctx;
 use super::axis::{Axis, Labels, min_max};
 use super::style::{self, Glyph, Key};
 use crate::analysis::model::{CellStats, Estimate};
+use crate::analysis::saturation::{THROUGHPUT_RATIO_MIN, TTFT_GROWTH_MAX, WAITING_P50_MAX};
 use crate::report::fmt;
 
-pub struct Spec {
+/// What figures 1 and 2 differ in.
+pub(super) struct Curve {
     pub title: &'static str,
     /// Y axis description without the scale note, e.g. "TTFT p90 (ms".
     pub y_desc: &'static str,
@@ -31,7 +33,7 @@ struct Series<'a> {
 }
 
 /// Returns the SVG, or `None` when no config has a Phase A value of this metric.
-pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
+pub(super) fn draw(ctx: &Ctx<'_>, spec: &Curve) -> anyhow::Result<Option<String>> {
     let series: Vec<Series<'_>> = ctx
         .phase_a_configs()
         .into_iter()
@@ -71,12 +73,8 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
     } else {
         0
     };
-    let height = 38 + MAIN_H + strip_h + 6;
-    let left_w = style::WIDTH - style::LEGEND_W;
-
-    let svg = style::svg(height, |root| {
-        let body = style::titled(root, spec.title)?;
-        let (left, _right) = body.split_horizontally(left_w);
+    let svg = style::figure(spec.title, MAIN_H + strip_h + 6, |root, body| {
+        let (left, _right) = body.split_horizontally(style::PLOT_W);
         let (main_area, strip_area) = left.split_vertically(MAIN_H);
         let x_desc = if spec.strip {
             ""
@@ -99,7 +97,7 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
         let mut strip_span: Option<(i32, i32)> = None;
         let mut rows_y: Vec<i32> = Vec::new();
         if spec.strip {
-            let (head, strip_chart_area) = strip_area.split_vertically(30);
+            let (_head, strip_chart_area) = strip_area.split_vertically(30);
             let mut cats = Axis::categories(vec![String::new(); n]);
             cats.ticks.clear();
             let strip = style::frame(
@@ -111,35 +109,27 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
                 80,
                 50,
             )?;
-            let (hx, hy) = (80 + 14, 38 + MAIN_H as i32 + 16);
-            let _ = head;
-            style::label(
-                root,
-                "Saturation criteria that fired:",
-                (hx, hy),
-                style::TICK_SIZE,
-                style::INK,
-                HPos::Left,
-                VPos::Center,
-            )?;
-            let mut gx =
-                hx + style::text_width("Saturation criteria that fired:", style::TICK_SIZE) + 22;
+            let (hx, hy) = (80 + 14, style::BODY_TOP + MAIN_H as i32 + 16);
+            let head = "Saturation criteria that fired:";
+            style::TICK.draw(root, head, (hx, hy))?;
+            let mut gx = hx + style::TICK.width(head) + 22;
             for (g, text) in [
-                (Glyph::Cross, "throughput < 95% of offered"),
-                (Glyph::Square, "waiting p50 > 1"),
-                (Glyph::Triangle, "TTFT p90 growth > 1.5x"),
+                (
+                    Glyph::Cross,
+                    format!(
+                        "throughput < {} of offered",
+                        fmt::whole_pct(THROUGHPUT_RATIO_MIN)
+                    ),
+                ),
+                (Glyph::Square, format!("waiting p50 > {WAITING_P50_MAX}")),
+                (
+                    Glyph::Triangle,
+                    format!("TTFT p90 growth > {TTFT_GROWTH_MAX}x"),
+                ),
             ] {
                 style::glyph(root, (gx, hy), g, style::INK, 4)?;
-                style::label(
-                    root,
-                    text,
-                    (gx + 10, hy),
-                    style::SMALL_SIZE,
-                    style::INK,
-                    HPos::Left,
-                    VPos::Center,
-                )?;
-                gx += 10 + style::text_width(text, style::SMALL_SIZE) + 24;
+                style::SMALL.draw(root, &text, (gx + 10, hy))?;
+                gx += 10 + style::SMALL.width(&text) + 24;
             }
             for (i, s) in series.iter().enumerate() {
                 let row = (n - 1 - i) as f64;
@@ -182,15 +172,9 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
             if let Some((t, b)) = strip_span {
                 style::dashed(root, (xp, t), (xp, b), style::MUTED, 1)?;
             }
-            style::label(
-                root,
-                &name,
-                (xp + 4, plot_top + 4),
-                style::SMALL_SIZE,
-                style::MUTED,
-                HPos::Left,
-                VPos::Top,
-            )?;
+            style::NOTE
+                .anchor(HPos::Left, VPos::Top)
+                .draw(root, &name, (xp + 4, plot_top + 4))?;
         }
 
         // Series: line, CI bars, points (hollow once saturated).
@@ -221,7 +205,7 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
         }
 
         // Legend column.
-        let lx = left_w as i32 + 8;
+        let lx = style::LEGEND_X;
         let mut rows: Vec<(Key, String)> = vec![(Key::Heading, "config".to_owned())];
         rows.extend(
             series
@@ -239,37 +223,13 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
         ));
         rows.push((Key::Heading, String::new()));
         rows.push((Key::Dashed(style::MUTED), "reference rates".to_owned()));
-        let after = style::legend(root, lx, 38 + 8, &rows)?;
-        style::label(
-            root,
-            "bars: 95% bootstrap CI;",
-            (lx, after + 6),
-            style::SMALL_SIZE,
-            style::MUTED,
-            HPos::Left,
-            VPos::Center,
-        )?;
-        style::label(
-            root,
-            "points dodged sideways",
-            (lx, after + 22),
-            style::SMALL_SIZE,
-            style::MUTED,
-            HPos::Left,
-            VPos::Center,
-        )?;
+        let after = style::legend(root, lx, style::LEGEND_TOP, &rows)?;
+        style::NOTE.draw(root, "bars: 95% bootstrap CI;", (lx, after + 6))?;
+        style::NOTE.draw(root, "points dodged sideways", (lx, after + 22))?;
         if spec.strip {
             for (s, ry) in series.iter().zip(&rows_y) {
                 style::glyph(root, (lx + 6, *ry), Glyph::Dot, s.color, 5)?;
-                style::label(
-                    root,
-                    &style::clip(&s.config, 24),
-                    (lx + 18, *ry),
-                    style::SMALL_SIZE,
-                    style::INK,
-                    HPos::Left,
-                    VPos::Center,
-                )?;
+                style::SMALL.draw(root, &style::clip(&s.config, 24), (lx + 18, *ry))?;
             }
         }
         Ok(())
@@ -278,7 +238,7 @@ pub fn draw(ctx: &Ctx<'_>, spec: &Spec) -> anyhow::Result<Option<String>> {
 }
 
 /// `ref_safe` / `ref_load` lines (merged when equal).
-pub fn ref_lines(ctx: &Ctx<'_>) -> Vec<(f64, String)> {
+pub(super) fn ref_lines(ctx: &Ctx<'_>) -> Vec<(f64, String)> {
     match (ctx.ref_safe(), ctx.ref_load()) {
         (Some(a), Some(b)) if (a - b).abs() < 1e-9 => {
             vec![(a, format!("ref_safe = ref_load = {}", fmt::rate(a)))]

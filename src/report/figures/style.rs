@@ -15,10 +15,22 @@ use crate::analysis::model::CANONICAL_CONFIGS;
 pub type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 pub type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<AxisCoord, AxisCoord>>;
 
-/// Canvas width of every figure (px); heights vary.
+/// Canvas width of every figure (px); heights follow the content.
 pub const WIDTH: u32 = 960;
+/// Height of the title line at the top of every figure (px).
+pub const TITLE_H: u32 = 38;
+/// The first pixel row below the title, as a coordinate.
+pub const BODY_TOP: i32 = TITLE_H as i32;
 /// Width of the legend column on the right of line charts.
 pub const LEGEND_W: u32 = 250;
+/// Width of a line chart beside its legend column.
+pub const PLOT_W: u32 = WIDTH - LEGEND_W;
+/// Top of the legend column of a line chart.
+pub const LEGEND_TOP: i32 = BODY_TOP + 8;
+/// Left edge of the legend column of a line chart.
+pub const LEGEND_X: i32 = PLOT_W as i32 + 8;
+/// Room for config names left of a horizontal bar chart (px).
+pub const NAMES_W: u32 = 190;
 
 pub const FONT: &str = "sans-serif";
 /// plotters divides the size by 1.24 when writing SVG; these give ~18, 14, 12.5, 11 px.
@@ -93,16 +105,25 @@ pub fn clip(text: &str, max: usize) -> String {
     }
 }
 
-/// Renders a figure into an SVG string of `WIDTH` × `height`.
-pub fn svg<F>(height: u32, draw: F) -> anyhow::Result<String>
+/// Renders a figure: a `WIDTH`-wide canvas, `title` on the first [`TITLE_H`] pixels, and a body
+/// of `body_h` pixels below it. `draw` gets the whole canvas (absolute pixel coordinates) and
+/// the body area.
+pub fn figure<F>(title: &str, body_h: u32, draw: F) -> anyhow::Result<String>
 where
-    F: FnOnce(&Area<'_>) -> anyhow::Result<()>,
+    F: FnOnce(&Area<'_>, &Area<'_>) -> anyhow::Result<()>,
 {
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (WIDTH, height)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (WIDTH, TITLE_H + body_h)).into_drawing_area();
         root.fill(&BG).map_err(err)?;
-        draw(&root)?;
+        let (top, body) = root.split_vertically(TITLE_H);
+        top.draw(&Text::new(
+            title.to_owned(),
+            (14, 20),
+            font(TITLE_SIZE).pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(err)?;
+        draw(&root, &body)?;
         root.present().map_err(err)?;
     }
     Ok(buf)
@@ -111,18 +132,6 @@ where
 /// plotters' errors carry the backend type; flatten them into anyhow.
 pub fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("plotting failed: {e}")
-}
-
-/// Title line at the top of a figure; returns the area below it.
-pub fn titled<'a>(root: &Area<'a>, title: &str) -> anyhow::Result<Area<'a>> {
-    let (top, rest) = root.split_vertically(38);
-    top.draw(&Text::new(
-        title.to_owned(),
-        (14, 20),
-        font(TITLE_SIZE).pos(Pos::new(HPos::Left, VPos::Center)),
-    ))
-    .map_err(err)?;
-    Ok(rest)
 }
 
 /// The standard frame: labelled axes with ticks and grid, in transformed coordinates.
@@ -398,20 +407,56 @@ pub fn dashed(
     .map_err(err)
 }
 
-/// Text at an absolute pixel position with an anchor.
-pub fn label(
-    area: &Area<'_>,
-    text: &str,
-    p: (i32, i32),
+/// How a label placed at absolute pixels looks: size, colour and anchor. Start from one of the
+/// presets ([`TICK`], [`SMALL`], [`NOTE`], [`HEADING`]) and adjust:
+/// `style::NOTE.anchor(HPos::Left, VPos::Top).draw(root, "H1: +10%", (x, y))`.
+#[derive(Clone, Copy)]
+pub struct Label {
     size: f64,
     color: RGBColor,
     h: HPos,
     v: VPos,
-) -> anyhow::Result<()> {
-    area.draw(&Text::new(
-        text.to_owned(),
-        p,
-        font_c(size, color).pos(Pos::new(h, v)),
-    ))
-    .map_err(err)
+}
+
+/// Tick-sized ink text, anchored left-centre.
+pub const TICK: Label = Label::new(TICK_SIZE);
+/// Small ink text.
+pub const SMALL: Label = Label::new(SMALL_SIZE);
+/// Small muted text (annotations, notes).
+pub const NOTE: Label = Label::new(SMALL_SIZE).color(MUTED);
+/// Axis-label-sized text (panel headings).
+pub const HEADING: Label = Label::new(LABEL_SIZE);
+
+impl Label {
+    pub const fn new(size: f64) -> Label {
+        Label {
+            size,
+            color: INK,
+            h: HPos::Left,
+            v: VPos::Center,
+        }
+    }
+
+    pub const fn color(self, color: RGBColor) -> Label {
+        Label { color, ..self }
+    }
+
+    pub const fn anchor(self, h: HPos, v: VPos) -> Label {
+        Label { h, v, ..self }
+    }
+
+    /// Draws `text` with its anchor at pixel `p` of `area`.
+    pub fn draw(self, area: &Area<'_>, text: &str, p: (i32, i32)) -> anyhow::Result<()> {
+        area.draw(&Text::new(
+            text.to_owned(),
+            p,
+            font_c(self.size, self.color).pos(Pos::new(self.h, self.v)),
+        ))
+        .map_err(err)
+    }
+
+    /// Rendered width of `text` in this style (see [`text_width`]).
+    pub fn width(self, text: &str) -> i32 {
+        text_width(text, self.size)
+    }
 }

@@ -1,0 +1,189 @@
+//! The `ctax` command line (parsed here, in the library, so that its rules are unit-tested;
+//! `src/main.rs` only dispatches).
+
+use std::path::PathBuf;
+
+use clap::builder::RangedU64ValueParser;
+use clap::{Args, Parser, Subcommand};
+
+use crate::analysis::AnalyzeOptions;
+use crate::stats::{BootstrapConfig, Method};
+
+/// Fewest bootstrap resamples `--resamples` accepts: below this the 2.5% / 97.5% percentiles
+/// of the replicates rest on a handful of values.
+pub const MIN_RESAMPLES: u64 = 200;
+/// Most bootstrap resamples `--resamples` accepts (memory: one f64 per resample per statistic).
+pub const MAX_RESAMPLES: u64 = 1_000_000;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ctax",
+    version,
+    about = "Measure the substrate tax of vLLM's KV-connector machinery"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Analyse a results root: writes <root>/analysis/{summary,verdicts}.json and Parquet tables.
+    Analyze {
+        root: PathBuf,
+        /// Output directory (default <root>/analysis).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        stats: StatsArgs,
+    },
+    /// Analyse a results root and render the static report (index.html, report.md, figures/,
+    /// data/).
+    Report {
+        root: PathBuf,
+        #[arg(long, default_value = "site")]
+        out: PathBuf,
+        #[command(flatten)]
+        stats: StatsArgs,
+    },
+    /// Compute reference rates from Phase A data and write <root>/reference_rates.json.
+    ReferenceRates { root: PathBuf },
+    /// Run a sweep against vLLM (stages 0-4); see `ctax run --help`.
+    Run(crate::orchestrate::RunArgs),
+    /// Compress a results root's raw JSONL with zstd (ingest reads .jsonl.zst).
+    Archive {
+        root: PathBuf,
+        /// zstd level.
+        #[arg(long, default_value_t = 19)]
+        level: i32,
+    },
+    /// Print the evidence behind the statistical defaults: autocorrelation by send order,
+    /// block lengths and within-cell drift of every run cell (Markdown).
+    Diagnose { root: PathBuf },
+    /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
+    /// writes DIR/instrument_check.{md,json} and prints the table.
+    InstrumentCheck {
+        dir: PathBuf,
+        #[command(flatten)]
+        stats: StatsArgs,
+    },
+    /// Write a synthetic (simulated) results root with known taxes, for demos and benchmarks.
+    Synth {
+        root: PathBuf,
+        #[arg(long, value_enum, default_value_t = crate::synth::Preset::Demo)]
+        preset: crate::synth::Preset,
+    },
+}
+
+/// Statistics options shared by `analyze` and `report`.
+#[derive(Debug, Args, Clone)]
+pub struct StatsArgs {
+    /// Bootstrap resamples (200 to 1,000,000).
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        value_parser = RangedU64ValueParser::<usize>::new().range(MIN_RESAMPLES..=MAX_RESAMPLES)
+    )]
+    pub resamples: usize,
+    /// Bootstrap seed (same seed + same input = byte-identical output).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Moving-block bootstrap over send order instead of iid; optional block length (default
+    /// ceil(n^(1/3))).
+    #[arg(
+        long,
+        num_args = 0..=1,
+        value_name = "LEN",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..)
+    )]
+    pub block: Option<Option<usize>>,
+    /// Skip ITL statistics (pooled inter-token gaps are the largest table).
+    #[arg(long)]
+    pub skip_itl: bool,
+}
+
+impl StatsArgs {
+    pub fn options(&self) -> AnalyzeOptions {
+        let method = match self.block {
+            None => Method::Iid,
+            Some(block_len) => Method::MovingBlock { block_len },
+        };
+        AnalyzeOptions {
+            bootstrap: BootstrapConfig {
+                resamples: self.resamples,
+                seed: self.seed,
+                method,
+                ..Default::default()
+            },
+            skip_itl: self.skip_itl,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(args: &[&str]) -> Result<AnalyzeOptions, clap::Error> {
+        let argv = ["ctax", "analyze", "root"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.cmd {
+            Cmd::Analyze { stats, .. } => Ok(stats.options()),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn resamples_are_bounded_with_a_clear_error() {
+        assert_eq!(stats(&[]).unwrap().bootstrap.resamples, 10_000);
+        assert_eq!(
+            stats(&["--resamples", "200"]).unwrap().bootstrap.resamples,
+            200
+        );
+        assert_eq!(
+            stats(&["--resamples", "1000000"])
+                .unwrap()
+                .bootstrap
+                .resamples,
+            1_000_000
+        );
+        for bad in ["0", "199", "1000001"] {
+            let e = stats(&["--resamples", bad]).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ValueValidation, "{bad}");
+            let text = e.to_string();
+            assert!(
+                text.contains("--resamples") && text.contains("200..=1000000"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn block_is_absent_auto_or_a_length() {
+        assert_eq!(stats(&[]).unwrap().bootstrap.method, Method::Iid);
+        assert_eq!(
+            stats(&["--block"]).unwrap().bootstrap.method,
+            Method::MovingBlock { block_len: None }
+        );
+        assert_eq!(
+            stats(&["--block", "8"]).unwrap().bootstrap.method,
+            Method::MovingBlock { block_len: Some(8) }
+        );
+        // 0 was once the "auto" sentinel; now it is simply not a block length.
+        assert!(stats(&["--block", "0"]).is_err());
+    }
+
+    #[test]
+    fn synth_preset_is_one_of_the_named_presets() {
+        let p = |name: &str| match Cli::try_parse_from(["ctax", "synth", "r", "--preset", name])
+            .map(|c| c.cmd)
+        {
+            Ok(Cmd::Synth { preset, .. }) => Ok(preset),
+            Ok(other) => panic!("parsed as {other:?}"),
+            Err(e) => Err(e),
+        };
+        assert_eq!(p("bench").unwrap(), crate::synth::Preset::Bench);
+        let e = p("huge").unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(e.to_string().contains("demo"), "{e}");
+    }
+}

@@ -1,0 +1,177 @@
+//! The Cells section: per config, every pooled cell's statistics, each launch's own row after
+//! it when a config ran several launches, and the saturation criteria that fired.
+
+use std::collections::BTreeMap;
+
+use super::phase_name;
+use crate::analysis::model::{AnalysisResult, CellStats, Estimate, Quantiles};
+use crate::analysis::saturation::{THROUGHPUT_RATIO_MIN, TTFT_GROWTH_MAX, WAITING_P50_MAX};
+use crate::report::fmt;
+
+/// The saturation criteria's thresholds as the Cells legend prints them, taken from the
+/// analysis's definitions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaturationRules {
+    /// Criterion 1: effective/offered below this share (`95%`).
+    pub throughput: String,
+    /// Criterion 2: waiting p50 above this (`1`).
+    pub waiting: String,
+    /// Criterion 3: TTFT p90 growth above this factor (`1.5`).
+    pub growth: String,
+}
+
+impl SaturationRules {
+    pub(super) fn new() -> SaturationRules {
+        SaturationRules {
+            throughput: fmt::whole_pct(THROUGHPUT_RATIO_MIN),
+            waiting: format!("{WAITING_P50_MAX}"),
+            growth: format!("{TTFT_GROWTH_MAX}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellGroup {
+    pub config: String,
+    pub anchor: String,
+    pub rows: Vec<CellRow>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellRow {
+    pub phase: String,
+    pub rate: String,
+    pub shape: String,
+    pub n: String,
+    pub ttft_p50: String,
+    pub ttft_p90: String,
+    pub tpot_p50: String,
+    pub tpot_p90: String,
+    pub e2e_p90: String,
+    pub throughput: String,
+    pub waiting: String,
+    pub saturation: String,
+    /// Send lateness p99 (µs).
+    pub lateness: String,
+    /// Problems only: incomplete, errors, dropped.
+    pub health: String,
+    /// True when the cell is incomplete or had errors (highlighted).
+    pub flagged: bool,
+}
+
+fn q(qs: &Quantiles, which: u8, unit: &str) -> String {
+    let e = match which {
+        50 => qs.p50.as_ref(),
+        90 => qs.p90.as_ref(),
+        _ => qs.p99.as_ref(),
+    };
+    fmt::opt_estimate(e, unit)
+}
+
+/// A point estimate without its CI (secondary columns).
+fn point(e: Option<&Estimate>) -> String {
+    e.map_or_else(|| fmt::NA.to_owned(), |e| fmt::num(e.est))
+}
+
+fn cell_row(c: &CellStats) -> CellRow {
+    let sat = match &c.saturation {
+        None => String::new(),
+        Some(s) => {
+            let mut t = String::new();
+            for (fired, code) in [
+                (s.throughput.fired, 'T'),
+                (s.queue.fired, 'Q'),
+                (s.ttft_growth.fired, 'G'),
+            ] {
+                if fired {
+                    t.push(code);
+                }
+            }
+            if t.is_empty() {
+                t.push('-');
+            }
+            if s.saturated {
+                t.push_str(" *");
+            }
+            t
+        }
+    };
+    let mut health = Vec::new();
+    if !c.complete {
+        health.push(if c.incomplete_reasons.is_empty() {
+            "incomplete".to_owned()
+        } else {
+            format!("incomplete: {}", c.incomplete_reasons.join("; "))
+        });
+    }
+    if c.counts.errors > 0 {
+        health.push(format!("{} errors", c.counts.errors));
+    }
+    if c.counts.dropped > 0 {
+        health.push(format!("{} dropped", c.counts.dropped));
+    }
+    let flagged = !c.complete || c.counts.errors > 0;
+    let throughput = match c.effective_rps {
+        Some(e) if c.offered_rps > 0.0 => {
+            format!("{} ({})", fmt::num(e), fmt::share(e / c.offered_rps))
+        }
+        Some(e) => fmt::num(e),
+        None => fmt::NA.to_owned(),
+    };
+    CellRow {
+        phase: phase_name(c.key.phase).to_owned(),
+        rate: fmt::rate(c.rate),
+        shape: format!("{}/{}", c.input_len, c.output_len),
+        n: format!("{} / {}", c.counts.measured_ok, c.counts.scheduled),
+        ttft_p50: point(c.ttft_ms.p50.as_ref()),
+        ttft_p90: q(&c.ttft_ms, 90, ""),
+        tpot_p50: point(c.tpot_ms.p50.as_ref()),
+        tpot_p90: q(&c.tpot_ms, 90, ""),
+        e2e_p90: point(c.e2e_ms.p90.as_ref()),
+        lateness: fmt::opt(c.lateness_us_p99, ""),
+        throughput,
+        waiting: c
+            .waiting_p50
+            .map_or_else(|| fmt::NA.to_owned(), |w| fmt::fixed(w, 1)),
+        saturation: sat,
+        health: health.join("; "),
+        flagged,
+    }
+}
+
+pub(super) fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
+    let mut by: BTreeMap<(usize, String), Vec<&CellStats>> = BTreeMap::new();
+    for c in r.summary.cells.iter().filter(|c| c.launch.is_none()) {
+        by.entry(crate::report::config_rank(&c.key.config))
+            .or_default()
+            .push(c);
+    }
+    by.into_iter()
+        .enumerate()
+        .map(|(i, ((_, config), mut cells))| {
+            cells.sort_by(|a, b| {
+                (a.key.phase, a.input_len, a.output_len)
+                    .cmp(&(b.key.phase, b.input_len, b.output_len))
+                    .then(a.rate.total_cmp(&b.rate))
+            });
+            // With several launches, each launch's own row follows its pooled row, so the
+            // launch-to-launch variation is visible next to the pooled CI.
+            let mut rows = Vec::new();
+            for c in cells {
+                rows.push(cell_row(c));
+                if c.launches.len() > 1 {
+                    for l in r.summary.per_launch.iter().filter(|p| p.key == c.key) {
+                        let mut row = cell_row(l);
+                        row.phase = format!("{} l{}", l.key.phase, l.launch.unwrap_or_default());
+                        rows.push(row);
+                    }
+                }
+            }
+            CellGroup {
+                anchor: format!("cells-{i}"),
+                config,
+                rows,
+            }
+        })
+        .collect()
+}

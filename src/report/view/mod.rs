@@ -1,0 +1,95 @@
+//! The view-model both exporters render: every number already formatted (units, CIs,
+//! percentages), every list already in its display order. Strings are *raw* text; each exporter
+//! escapes for its own format (askama's HTML autoescape, the Markdown `md` filter).
+//!
+//! One module per report section, in page order: [`overview`] (at a glance, degradation),
+//! [`verdicts`], [`figures`], [`taxes`], [`cells`], [`conventions`], [`provenance`].
+
+mod cells;
+mod conventions;
+mod figures;
+mod overview;
+mod provenance;
+mod taxes;
+mod verdicts;
+
+use ctax_schema::Phase;
+
+pub use cells::{CellGroup, CellRow, SaturationRules};
+pub use figures::FigureView;
+pub use provenance::{Group, ManifestView, Provenance};
+pub use taxes::{RefTaxRow, ShapeTaxRow, TaxCell};
+pub use verdicts::{CRITERIA, HYPOTHESES, VerdictRow};
+
+use super::figures::Figure;
+use super::prose::Texts;
+use crate::analysis::model::AnalysisResult;
+use crate::verdicts::Verdicts;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportView {
+    pub title: String,
+    pub simulated: bool,
+    /// Step-timing columns are shown only when the plugin produced data.
+    pub step_timing: bool,
+    pub glance: Vec<(String, String)>,
+    pub texts: Texts,
+    pub hypotheses: Vec<VerdictRow>,
+    pub criteria: Vec<VerdictRow>,
+    pub figures: Vec<FigureView>,
+    /// Degradation notes (step timing, missing configs), in the order the seed lists them.
+    pub degradation: Vec<String>,
+    /// Skipped configs with their reasons.
+    pub skipped: Vec<(String, String)>,
+    /// The Phase A shape(s) the reference-rate taxes were measured at, e.g.
+    /// `input 4096, output 256`.
+    pub ref_shape: String,
+    /// Taxes at ref_safe / ref_load, one row per non-plain config.
+    pub ref_taxes: Vec<RefTaxRow>,
+    /// Shape taxes (Phase B and B').
+    pub shape_taxes: Vec<ShapeTaxRow>,
+    /// The saturation criteria's thresholds, as the Cells section's legend prints them.
+    pub saturation_rules: SaturationRules,
+    pub cell_groups: Vec<CellGroup>,
+    pub conventions: Vec<(String, String)>,
+    pub warnings: Vec<String>,
+    pub provenance: Provenance,
+}
+
+impl ReportView {
+    pub fn build(r: &AnalysisResult, v: &Verdicts, figures: &[Figure]) -> ReportView {
+        let s = &r.summary;
+        let simulated = s.dataset.simulated || v.simulated;
+        let skipped = overview::skipped(r);
+        ReportView {
+            title: "KV-connector substrate tax".to_owned(),
+            simulated,
+            step_timing: s.dataset.step_timing_available,
+            glance: overview::glance(r, simulated, &skipped),
+            texts: Texts::load(),
+            hypotheses: verdicts::verdict_rows(&v.hypotheses, &HYPOTHESES),
+            criteria: verdicts::verdict_rows(&v.success_criteria, &CRITERIA),
+            figures: figures.iter().map(FigureView::new).collect(),
+            degradation: overview::degradation(r, figures, &skipped),
+            skipped,
+            ref_shape: taxes::ref_shape_text(r),
+            ref_taxes: taxes::ref_tax_rows(r),
+            shape_taxes: taxes::shape_tax_rows(r),
+            saturation_rules: SaturationRules::new(),
+            cell_groups: cells::cell_groups(r),
+            conventions: conventions::rows(&s.conventions),
+            warnings: s.warnings.clone(),
+            provenance: provenance::provenance(r, v),
+        }
+    }
+}
+
+/// How the report names a phase (`B'` for the seed's Phase B').
+fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::A => "A",
+        Phase::B => "B",
+        Phase::Bp => "B'",
+        Phase::Preflight => "pre-flight",
+    }
+}

@@ -1,0 +1,117 @@
+//! The head of the report: "At a glance", and the Degradation section (what did not run or is
+//! not drawn, and why).
+
+use crate::analysis::model::{AnalysisResult, TaxContext};
+use crate::report::figures::Figure;
+use crate::report::fmt;
+
+/// Skipped configs with their reasons, canonical order.
+pub(super) fn skipped(r: &AnalysisResult) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = r
+        .summary
+        .dataset
+        .skipped
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    v.sort_by_key(|(k, _)| crate::report::config_rank(k));
+    v
+}
+
+/// Degradation notes, in the order the seed lists them: step timing, dropped figures, configs
+/// that did not run.
+pub(super) fn degradation(
+    r: &AnalysisResult,
+    figures: &[Figure],
+    skipped: &[(String, String)],
+) -> Vec<String> {
+    let step_timing = r.summary.dataset.step_timing_available;
+    let mut out = Vec::new();
+    if !step_timing {
+        out.push(
+            figures
+                .iter()
+                .find(|f| f.number == 6)
+                .and_then(|f| f.note.clone())
+                .unwrap_or_else(|| {
+                    "Step timing unavailable: Figures 6 and 7 are not drawn.".to_owned()
+                }),
+        );
+    }
+    // Figures 6 and 7 are covered by the step-timing note above when it applies.
+    let covered = |n: u8| !step_timing && (n == 6 || n == 7);
+    for f in figures
+        .iter()
+        .filter(|f| f.svg.is_none() && !covered(f.number))
+    {
+        if let Some(n) = &f.note {
+            out.push(format!("Figure {}: {n}", f.number));
+        }
+    }
+    if !skipped.is_empty() {
+        out.push(format!(
+            "{} of the seed's configs did not run and appear in no figure or table: {}.",
+            skipped.len(),
+            skipped
+                .iter()
+                .map(|(c, _)| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out
+}
+
+/// "At a glance": dataset, data kind, configs, reference rates, step timing, the headline tax.
+pub(super) fn glance(
+    r: &AnalysisResult,
+    simulated: bool,
+    skipped: &[(String, String)],
+) -> Vec<(String, String)> {
+    let s = &r.summary;
+    let d = &s.dataset;
+    let measured = crate::report::all_configs(r).len();
+    let mut glance = vec![
+        ("Dataset".to_owned(), d.root.clone()),
+        (
+            "Data".to_owned(),
+            if simulated {
+                "SIMULATED (ctax-sim), not vLLM".to_owned()
+            } else {
+                "real vLLM runs".to_owned()
+            },
+        ),
+        (
+            "Configs measured".to_owned(),
+            format!("{measured} ({} skipped)", skipped.len()),
+        ),
+        (
+            "ref_safe".to_owned(),
+            fmt::opt(s.reference_rates.ref_safe, "rps"),
+        ),
+        (
+            "ref_load".to_owned(),
+            fmt::opt(s.reference_rates.ref_load, "rps"),
+        ),
+        (
+            "Step timing".to_owned(),
+            if d.step_timing_available {
+                "available".to_owned()
+            } else {
+                "unavailable".to_owned()
+            },
+        ),
+    ];
+    if let Some(t) = s
+        .taxes
+        .iter()
+        .find(|t| t.config == "mooncake_both" && t.context == TaxContext::RefSafe)
+        .and_then(|t| t.ttft_p90.as_ref())
+    {
+        glance.push((
+            "mooncake_both TTFT p90 tax at ref_safe".to_owned(),
+            fmt::estimate(&t.value, &t.unit),
+        ));
+    }
+    glance
+}

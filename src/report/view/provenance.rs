@@ -1,0 +1,232 @@
+//! The Provenance section: where the numbers come from (dataset, dates, hosts, manifest,
+//! environments, engine settings, profile, pre-flight decisions, reference rates).
+
+use crate::analysis::model::AnalysisResult;
+use crate::report::fmt;
+use crate::verdicts::Verdicts;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Provenance {
+    pub root: String,
+    pub tool_version: String,
+    pub schema_version: String,
+    pub command: String,
+    pub dates: String,
+    pub hosts: String,
+    pub manifest: Vec<ManifestView>,
+    pub environments: Vec<Group>,
+    pub run_configs: Vec<Group>,
+    pub profile: Option<String>,
+    pub preflight: Vec<[String; 4]>,
+    pub step_timing: String,
+    pub reference: Vec<(String, String)>,
+    pub reference_notes: Vec<String>,
+    pub saturation_rates: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestView {
+    pub date: String,
+    pub stage: String,
+    pub config: String,
+    pub launch: String,
+    pub status: String,
+    pub reason: String,
+    pub run_dir: String,
+    pub vllm: String,
+    pub connectors: String,
+    pub gpu: String,
+    pub step_timing: String,
+    pub duration: String,
+    pub command: String,
+}
+
+/// Runs that share identical facts, shown once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    pub runs: Vec<String>,
+    pub facts: Vec<(String, String)>,
+    /// Pretty JSON (run configs), when the facts are a document rather than key/values.
+    pub text: Option<String>,
+}
+
+pub(super) fn provenance(r: &AnalysisResult, verdicts: &Verdicts) -> Provenance {
+    let s = &r.summary;
+    let d = &s.dataset;
+    let mut manifest: Vec<&ctax_schema::ManifestRow> = d.manifest.iter().collect();
+    manifest.sort_by(|a, b| {
+        a.started_unix_ms
+            .cmp(&b.started_unix_ms)
+            .then(a.stage.cmp(&b.stage))
+            .then(a.config.cmp(&b.config))
+    });
+    let first = manifest
+        .iter()
+        .map(|m| m.started_unix_ms)
+        .filter(|t| *t > 0)
+        .min();
+    let last = manifest
+        .iter()
+        .map(|m| m.started_unix_ms + (m.duration_s.max(0.0) * 1000.0) as u64)
+        .filter(|t| *t > 0)
+        .max();
+    let dates = match (first, last) {
+        (Some(a), Some(b)) => format!("{} to {}", fmt::unix_ms(a), fmt::unix_ms(b)),
+        _ => fmt::NA.to_owned(),
+    };
+    let mut hosts: Vec<String> = manifest.iter().filter_map(|m| m.host.clone()).collect();
+    hosts.sort();
+    hosts.dedup();
+    let manifest_rows = manifest
+        .iter()
+        .map(|m| ManifestView {
+            date: m.date_utc.clone(),
+            stage: m.stage.clone(),
+            config: m.config.clone(),
+            launch: m.launch.to_string(),
+            status: m.status.as_str().to_owned(),
+            reason: m.reason.clone().unwrap_or_default(),
+            run_dir: m.run_dir.clone().unwrap_or_default(),
+            vllm: match (&m.vllm_version, &m.vllm_git_sha) {
+                (Some(v), Some(s)) => format!("{v} ({s})"),
+                (Some(v), None) => v.clone(),
+                (None, Some(s)) => s.clone(),
+                (None, None) => String::new(),
+            },
+            connectors: m
+                .connector_versions
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            gpu: m.gpu.clone().unwrap_or_default(),
+            step_timing: match m.step_timing_active {
+                Some(true) => "yes".to_owned(),
+                Some(false) => "no".to_owned(),
+                None => String::new(),
+            },
+            duration: format!("{} s", fmt::fixed(m.duration_s, 0)),
+            command: m.launch_command.clone().unwrap_or_default(),
+        })
+        .collect();
+
+    // Group runs with identical environments / configs.
+    let mut env_groups: Vec<Group> = Vec::new();
+    for (run, facts) in &d.environments {
+        let facts: Vec<(String, String)> =
+            facts.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        match env_groups.iter_mut().find(|g| g.facts == facts) {
+            Some(g) => g.runs.push(run.clone()),
+            None => env_groups.push(Group {
+                runs: vec![run.clone()],
+                facts,
+                text: None,
+            }),
+        }
+    }
+    let mut cfg_groups: Vec<Group> = Vec::new();
+    for (run, v) in &d.run_configs {
+        let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+        match cfg_groups
+            .iter_mut()
+            .find(|g| g.text.as_deref() == Some(text.as_str()))
+        {
+            Some(g) => g.runs.push(run.clone()),
+            None => cfg_groups.push(Group {
+                runs: vec![run.clone()],
+                facts: vec![],
+                text: Some(text),
+            }),
+        }
+    }
+
+    let preflight: Vec<[String; 4]> = d
+        .preflight
+        .as_ref()
+        .map(|p| {
+            let mut v: Vec<[String; 4]> = p
+                .configs
+                .iter()
+                .map(|(c, e)| {
+                    [
+                        c.clone(),
+                        e.decision.as_str().to_owned(),
+                        e.reason.clone().unwrap_or_default(),
+                        e.log.clone().unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            v.sort_by_key(|row| crate::report::config_rank(&row[0]));
+            v
+        })
+        .unwrap_or_default();
+    let step_timing = match (
+        d.step_timing_available,
+        d.preflight
+            .as_ref()
+            .and_then(|p| p.step_timing_reason.clone()),
+    ) {
+        (true, _) => "available (step-timing plugin records present)".to_owned(),
+        (false, Some(r)) => format!("unavailable: {r}"),
+        (false, None) => "unavailable".to_owned(),
+    };
+    let rr = &s.reference_rates;
+    let mut saturation_rates: Vec<(String, String)> = rr
+        .saturation_rate
+        .iter()
+        .map(|(c, v)| {
+            (
+                c.clone(),
+                v.map_or_else(
+                    || "not saturated at any rate".to_owned(),
+                    |v| fmt::with_unit(v, "rps"),
+                ),
+            )
+        })
+        .collect();
+    saturation_rates.sort_by_key(|(c, _)| crate::report::config_rank(c));
+    let root = d.root.clone();
+    Provenance {
+        command: format!("ctax report {} --out site/", shell_word(&root)),
+        root,
+        tool_version: s.tool_version.clone(),
+        schema_version: format!(
+            "summary {}, verdicts {}",
+            s.schema_version, verdicts.schema_version
+        ),
+        dates,
+        hosts: if hosts.is_empty() {
+            fmt::NA.to_owned()
+        } else {
+            hosts.join(", ")
+        },
+        manifest: manifest_rows,
+        environments: env_groups,
+        run_configs: cfg_groups,
+        profile: d.profile.clone(),
+        preflight,
+        step_timing,
+        reference: vec![
+            ("ref_safe".to_owned(), fmt::opt(rr.ref_safe, "rps")),
+            ("ref_load".to_owned(), fmt::opt(rr.ref_load, "rps")),
+            (
+                "configs considered".to_owned(),
+                rr.configs_considered.join(", "),
+            ),
+        ],
+        reference_notes: rr.notes.clone(),
+        saturation_rates,
+    }
+}
+
+/// Quotes a path for a copy-pasteable command line when it needs it.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
+    {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}

@@ -1,0 +1,152 @@
+//! The Taxes section: taxes at the reference rates (one row per config) and across the Phase B
+//! / B' shapes, each with its CI and whether the CI excludes 0.
+
+use super::phase_name;
+use crate::analysis::model::{AnalysisResult, Detection, TaxContext, TaxValue};
+use crate::report::fmt;
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TaxCell {
+    /// `+12.3% [+8.1%, +16.0%]`, or `n/a`.
+    pub text: String,
+    /// CSS class: `tax` (CI above 0), `faster` (below 0), `nd` (CI includes 0), or empty.
+    pub class: String,
+    /// Short marker for Markdown: empty, or ` (n.d.)` / ` (faster)`.
+    pub mark: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefTaxRow {
+    pub config: String,
+    pub ttft_safe: TaxCell,
+    pub ttft_load: TaxCell,
+    pub tpot_safe: TaxCell,
+    pub tpot_load: TaxCell,
+    pub step: TaxCell,
+    pub callback: TaxCell,
+    pub unexplained: TaxCell,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapeTaxRow {
+    pub config: String,
+    pub phase: String,
+    pub rate: String,
+    pub shape: String,
+    pub ttft: TaxCell,
+    pub tpot: TaxCell,
+    pub step: TaxCell,
+}
+
+fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
+    let Some(t) = t else {
+        return TaxCell {
+            text: fmt::NA.to_owned(),
+            class: String::new(),
+            mark: String::new(),
+        };
+    };
+    let (class, mark) = match t.detection {
+        Detection::Tax => ("tax", ""),
+        Detection::Negative => ("faster", " (faster)"),
+        Detection::Inconclusive => ("nd", " (n.d.)"),
+        Detection::Unknown => ("", ""),
+    };
+    TaxCell {
+        text: fmt::estimate(&t.value, &t.unit),
+        class: class.to_owned(),
+        mark: mark.to_owned(),
+    }
+}
+
+pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
+    let find = |c: &str, k: TaxContext| {
+        r.summary
+            .taxes
+            .iter()
+            .find(|t| t.config == c && t.context == k)
+    };
+    let mut configs: Vec<String> = r
+        .summary
+        .taxes
+        .iter()
+        .filter(|t| matches!(t.context, TaxContext::RefSafe | TaxContext::RefLoad))
+        .map(|t| t.config.clone())
+        .collect();
+    configs.sort_by_key(|c| crate::report::config_rank(c));
+    configs.dedup();
+    configs
+        .into_iter()
+        .map(|c| {
+            let safe = find(&c, TaxContext::RefSafe);
+            let load = find(&c, TaxContext::RefLoad);
+            RefTaxRow {
+                ttft_safe: tax_cell(safe.and_then(|t| t.ttft_p90.as_ref())),
+                ttft_load: tax_cell(load.and_then(|t| t.ttft_p90.as_ref())),
+                tpot_safe: tax_cell(safe.and_then(|t| t.tpot_p90.as_ref())),
+                tpot_load: tax_cell(load.and_then(|t| t.tpot_p90.as_ref())),
+                step: tax_cell(safe.and_then(|t| t.step_p50_us.as_ref())),
+                callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
+                unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
+                config: c,
+            }
+        })
+        .collect()
+}
+
+pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
+    let mut taxes: Vec<_> = r
+        .summary
+        .taxes
+        .iter()
+        .filter(|t| matches!(t.context, TaxContext::ShapeB | TaxContext::ShapeBp))
+        .collect();
+    taxes.sort_by(|a, b| {
+        (
+            crate::report::config_rank(&a.config),
+            a.context,
+            a.input_len,
+            a.output_len,
+        )
+            .cmp(&(
+                crate::report::config_rank(&b.config),
+                b.context,
+                b.input_len,
+                b.output_len,
+            ))
+            .then(a.rate.total_cmp(&b.rate))
+    });
+    taxes
+        .into_iter()
+        .map(|t| ShapeTaxRow {
+            config: t.config.clone(),
+            phase: phase_name(t.phase).to_owned(),
+            rate: fmt::rate(t.rate),
+            shape: format!("{}/{}", t.input_len, t.output_len),
+            ttft: tax_cell(t.ttft_p90.as_ref()),
+            tpot: tax_cell(t.tpot_p90.as_ref()),
+            step: tax_cell(t.step_p50_us.as_ref()),
+        })
+        .collect()
+}
+
+/// The Phase A shape(s) of the reference-rate cells (the Phase A cells when no tax was
+/// computed), e.g. `input 4096, output 256`.
+pub(super) fn ref_shape_text(r: &AnalysisResult) -> String {
+    let s = &r.summary;
+    let mut shapes: Vec<(u32, u32)> = s
+        .taxes
+        .iter()
+        .filter(|t| matches!(t.context, TaxContext::RefSafe | TaxContext::RefLoad))
+        .map(|t| (t.input_len, t.output_len))
+        .collect();
+    if shapes.is_empty() {
+        shapes = s
+            .cells
+            .iter()
+            .filter(|c| c.key.phase == ctax_schema::Phase::A)
+            .map(|c| (c.input_len, c.output_len))
+            .collect();
+    }
+    fmt::shapes(&shapes)
+}

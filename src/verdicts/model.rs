@@ -1,0 +1,71 @@
+//! What `verdicts.json` holds: one [`Verdict`] per hypothesis and success criterion. Serde
+//! types only; the rules that fill them are in [`super::hypotheses`] and [`super::criteria`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::model::Estimate;
+
+/// Verdict vocabulary shared by hypotheses and success criteria.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Supported,
+    Refuted,
+    /// The CI straddles the threshold.
+    Inconclusive,
+    /// A needed config or measurement is missing (reason says which).
+    NotTestable,
+}
+
+impl VerdictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Supported => "supported",
+            VerdictKind::Refuted => "refuted",
+            VerdictKind::Inconclusive => "inconclusive",
+            VerdictKind::NotTestable => "not testable",
+        }
+    }
+}
+
+/// One hypothesis (H1–H6) or success criterion (SC1–SC7).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// `h1`…`h6`, `sc1`…`sc7` (also the report's HTML anchor).
+    pub id: String,
+    pub title: String,
+    /// The claim as pre-registered in the seed.
+    pub statement: String,
+    pub estimate: Option<Estimate>,
+    /// "fraction", "pp" (fraction points), "ratio", "hours", "count".
+    pub unit: String,
+    /// The falsifier threshold in words, e.g. "tax ≥ 0.10".
+    pub threshold: String,
+    pub verdict: VerdictKind,
+    /// One line: why this verdict.
+    pub reason: String,
+    /// Extra label the seed defines (H3: framework-/implementation-cost-dominated; H4:
+    /// additive / super-additive / sub-additive).
+    pub label: Option<String>,
+}
+
+/// `verdicts.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdicts {
+    pub schema_version: u32,
+    pub simulated: bool,
+    pub hypotheses: Vec<Verdict>,
+    pub success_criteria: Vec<Verdict>,
+}
+
+impl Verdicts {
+    /// Every verdict, hypotheses first.
+    pub fn all(&self) -> impl Iterator<Item = &Verdict> {
+        self.hypotheses.iter().chain(&self.success_criteria)
+    }
+
+    /// The verdict with this id (`h1`, `sc6`, …).
+    pub fn get(&self, id: &str) -> Option<&Verdict> {
+        self.all().find(|v| v.id == id)
+    }
+}
