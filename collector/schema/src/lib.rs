@@ -30,6 +30,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod jsonl;
+
 /// Bumped when a field changes meaning or a required field is added.
 pub const SCHEMA_VERSION: u32 = 1;
 
