@@ -50,7 +50,10 @@ fn a_fifo_named_config_json_fails_fast_naming_it() {
     mkfifo(&p);
     let e = load_within_20s(d.path()).unwrap_err();
     let msg = format!("{e:#}");
-    assert!(msg.contains(&p.display().to_string()) && msg.contains("FIFO"), "{msg}");
+    assert!(
+        msg.contains(&p.display().to_string()) && msg.contains("FIFO"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -229,7 +229,10 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("requests_A_r4_i8_o8.jsonl");
         std::fs::write(&path, "{\"a\":1,\"b\":null}\n").unwrap();
-        let f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         f.set_len(17 + (1 << 20)).unwrap();
         let e = read_jsonl_limited::<Row>(&path, 256 << 10).unwrap_err();
         assert_eq!(

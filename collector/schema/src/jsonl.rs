@@ -327,16 +327,10 @@ mod tests {
         // 15 rejects it on line 2, whatever the read size.
         let text = b"{\"a\":0,\"b\":\"\"}\n{\"a\":1,\"b\":null}\n";
         for chunk in [1, 2, 3, 7, 16, 17, 64] {
-            let r = Chunky {
-                data: text,
-                chunk,
-            };
+            let r = Chunky { data: text, chunk };
             let l: Lines<Row> = parse_reader_limited(p(), r, 16).unwrap();
             assert_eq!(l.rows.len(), 2, "chunk {chunk}");
-            let r = Chunky {
-                data: text,
-                chunk,
-            };
+            let r = Chunky { data: text, chunk };
             let e = parse_reader_limited::<Row>(p(), r, 15).unwrap_err();
             assert_eq!(
                 e.to_string(),
