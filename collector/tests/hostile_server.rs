@@ -227,7 +227,7 @@ fn plans_the_server_cannot_serve_are_refused_before_any_file_is_written() {
         ),
     ];
     for (c, want) in cases {
-        let (st, err) = run.collect(&sim.url, &plan(&[c.clone()]), &[]);
+        let (st, err) = run.collect(&sim.url, &plan(std::slice::from_ref(&c)), &[]);
         assert_eq!(st.code(), Some(2), "{c}: {err}");
         assert!(err.contains(want), "{c}: wanted {want:?} in {err}");
         assert!(!run.out.exists(), "{c}: created {}", run.out.display());

@@ -349,7 +349,7 @@ fn setup(args: Args) -> Result<Env, SetupError> {
             "--max-consecutive-failures and --io-threads must be >= 1",
         ));
     }
-    if !(args.metrics_period_s <= 3600.0) {
+    if args.metrics_period_s > 3600.0 {
         return Err(usage("--metrics-period-s must be <= 3600"));
     }
     let cells = load_plan(&args.plan)?;
