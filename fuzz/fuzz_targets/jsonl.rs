@@ -32,11 +32,14 @@ fn render<T: std::fmt::Debug>(r: &Result<Lines<T>, IngestError>) -> String {
 fn check<T: DeserializeOwned + Serialize + std::fmt::Debug>(file: &[u8], read: usize) {
     let path = Path::new("requests_A_r1_i8_o8.jsonl");
     let lines_in_file = file.split(|&b| b == b'\n').count();
-    let longest = file.split(|&b| b == b'\n').map(<[u8]>::len).max().unwrap_or(0);
+    let longest = file
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::len)
+        .max()
+        .unwrap_or(0);
     for limit in [SMALL_LIMIT, ctax_schema::jsonl::MAX_LINE_BYTES] {
         let whole = parse_reader_limited::<T>(path, file, limit);
-        let chunked =
-            parse_reader_limited::<T>(path, BufReader::with_capacity(read, file), limit);
+        let chunked = parse_reader_limited::<T>(path, BufReader::with_capacity(read, file), limit);
         assert_eq!(render(&whole), render(&chunked));
         match &whole {
             Ok(l) => {
@@ -52,12 +55,18 @@ fn check<T: DeserializeOwned + Serialize + std::fmt::Debug>(file: &[u8], read: u
             }
             Err(IngestError::LineTooLong { line, limit: l, .. }) => {
                 assert!(*line >= 1 && *line <= lines_in_file);
-                assert!(longest > *l, "too long reported, longest line {longest} <= {l}");
+                assert!(
+                    longest > *l,
+                    "too long reported, longest line {longest} <= {l}"
+                );
             }
             Err(e) => panic!("unexpected error from an in-memory reader: {e}"),
         }
         if let Err(e) = &whole {
-            assert!(e.to_string().starts_with("requests_A_r1_i8_o8.jsonl:"), "{e}");
+            assert!(
+                e.to_string().starts_with("requests_A_r1_i8_o8.jsonl:"),
+                "{e}"
+            );
         }
     }
 }

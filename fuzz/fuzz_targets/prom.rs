@@ -95,7 +95,10 @@ fuzz_target!(|data: &[u8]| {
         let back = ctax_schema::jsonl::parse_line::<MetricsSample>(&line)
             .unwrap_or_else(|e| panic!("ingest cannot read what the sampler wrote: {e:?}"))
             .expect("not blank");
-        assert_eq!(back.gauges.keys().collect::<Vec<_>>(), s.gauges.keys().collect::<Vec<_>>());
+        assert_eq!(
+            back.gauges.keys().collect::<Vec<_>>(),
+            s.gauges.keys().collect::<Vec<_>>()
+        );
         assert_eq!(back.counters.len(), s.counters.len());
         assert_eq!(back.histograms.len(), s.histograms.len());
     }

@@ -50,7 +50,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(whole_eof, split_eof);
     assert_eq!(whole.comments, split.comments);
     assert_eq!(whole.done_t_ns.is_some(), split.done_t_ns.is_some());
-    assert_eq!(whole.error_event_t_ns.is_some(), split.error_event_t_ns.is_some());
+    assert_eq!(
+        whole.error_event_t_ns.is_some(),
+        split.error_event_t_ns.is_some()
+    );
     assert_eq!(split.bytes, body.len() as u64);
     for w in split.frames.windows(2) {
         assert!(w[0].t_ns <= w[1].t_ns);
