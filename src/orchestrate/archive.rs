@@ -129,10 +129,15 @@ fn archive_one(src: &Path, level: i32, rep: &mut ArchiveReport) -> anyhow::Resul
             }
             let prefix = old.len() < raw.len() && raw.starts_with(&old);
             if !prefix {
+                let relation = if old.starts_with(&raw) {
+                    "is a partial copy of the archive (its beginning)"
+                } else {
+                    "differs from the archive"
+                };
                 rep.kept.push(format!(
                     "{}: NOT archived: {} already holds {} lines ({} bytes{}) and the plain file \
-                     {} lines ({} bytes) that do not continue it; a partial .jsonl must never \
-                     replace a complete archive: both kept, decide by hand",
+                     {} lines ({} bytes), which {relation}; a .jsonl only replaces an archive \
+                     it continues: both kept, decide by hand",
                     src.display(),
                     dst.display(),
                     lines(&old),
@@ -259,7 +264,9 @@ mod tests {
         assert_eq!(rep.compressed, 0);
         assert_eq!(rep.kept.len(), 1, "{:?}", rep.kept);
         assert!(
-            rep.kept[0].contains("already holds 3 lines") && rep.kept[0].contains("1 lines"),
+            rep.kept[0].contains("already holds 3 lines")
+                && rep.kept[0].contains("1 lines")
+                && rep.kept[0].contains("a partial copy of the archive"),
             "{}",
             rep.kept[0]
         );
@@ -279,6 +286,11 @@ mod tests {
         .unwrap();
         let rep = compress_root(d.path(), 3).unwrap();
         assert_eq!((rep.compressed, rep.kept.len()), (0, 1), "{:?}", rep.kept);
+        assert!(
+            rep.kept[0].contains("differs from the archive"),
+            "{}",
+            rep.kept[0]
+        );
     }
 
     #[test]
