@@ -43,7 +43,7 @@ for t in "${TARGETS[@]}"; do
     }
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
-    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1)
+    cov=$(grep -ao 'cov: [0-9]*' "$log" | tail -n 1)
     line="[fuzz] $t: ${execs} executions in $((SECONDS - start)) s (${rate} exec/s), ${cov}, no crash, no hang"
     echo "$line" | tee -a fuzz/logs/summary.txt
 done
