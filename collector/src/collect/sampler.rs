@@ -69,19 +69,18 @@ pub fn http_get_abortable(
     } else {
         timeout
     };
-    let mut s = loop {
-        match TcpStream::connect_timeout(&addr, slice) {
-            Ok(s) => break s,
-            Err(e)
-                if e.kind() == std::io::ErrorKind::TimedOut
-                    && !aborted()
-                    && std::time::Instant::now() < deadline => {}
-            Err(e) => return Err(format!("connect {addr}: {e}")),
-        }
-        if aborted() {
-            return Err(ABORTED.into());
-        }
+    // One connect attempt (a retry loop of short attempts would fail on a link slower than the
+    // slice); an abortable GET gives it at most 1 s, since it cannot be interrupted.
+    let connect_limit = if abort.is_some() {
+        timeout.min(Duration::from_secs(1))
+    } else {
+        timeout
     };
+    let mut s = TcpStream::connect_timeout(&addr, connect_limit)
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    if aborted() {
+        return Err(ABORTED.into());
+    }
     s.set_read_timeout(Some(slice)).ok();
     s.set_write_timeout(Some(timeout)).ok();
     s.set_nodelay(true).ok();
