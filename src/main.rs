@@ -13,7 +13,8 @@ fn main() -> ExitCode {
     match run() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let e = format!("{e:#}");
+            eprintln!("error: {}", ctax_schema::text::escape_controls(&e));
             ExitCode::FAILURE
         }
     }
@@ -48,13 +49,21 @@ fn run() -> anyhow::Result<ExitCode> {
         }
         Cmd::Run(args) => return connector_tax::orchestrate::run(args),
         Cmd::Archive { root, level } => {
-            let (files, before, after) =
-                connector_tax::orchestrate::archive::compress_root(&root, level)?;
+            let rep = connector_tax::orchestrate::archive::compress_root(&root, level)?;
             println!(
-                "compressed {files} files: {:.1} MB -> {:.1} MB",
-                before as f64 / 1e6,
-                after as f64 / 1e6
+                "compressed {} files: {:.1} MB -> {:.1} MB; {} plain copies of identical archives removed",
+                rep.compressed,
+                rep.bytes_before as f64 / 1e6,
+                rep.bytes_after as f64 / 1e6,
+                rep.already_archived
             );
+            for k in &rep.kept {
+                eprintln!("warning: {}", ctax_schema::text::escape_controls(k));
+            }
+            if !rep.kept.is_empty() {
+                eprintln!("{} files left as they were (above)", rep.kept.len());
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Cmd::Diagnose { root } => {
             let ds = connector_tax::ingest::load(&root)?;
@@ -96,6 +105,11 @@ fn print_headline(analysis: &AnalysisResult, verdicts: &Verdicts) {
         s.warnings.len()
     );
     for v in verdicts.all() {
-        eprintln!("  {:<4} {:<13} {}", v.id, v.verdict.as_str(), v.reason);
+        eprintln!(
+            "  {:<4} {:<13} {}",
+            v.id,
+            v.verdict.as_str(),
+            ctax_schema::text::escape_controls(&v.reason)
+        );
     }
 }

@@ -112,8 +112,40 @@ fn normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
     (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
 }
 
-/// Writes a results root at `root` and returns the run directories written.
+/// Refuses a `root` that exists and is not an empty directory: simulated launches must never
+/// land beside real ones (or overwrite their `preflight_status.json`).
+pub fn check_new_root(root: &Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(root) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", root.display())),
+        Ok(m) if !m.is_dir() => anyhow::bail!(
+            "{}: exists and is not a directory; ctax synth writes a new results root",
+            root.display()
+        ),
+        Ok(_) => {
+            let mut names: Vec<String> = std::fs::read_dir(root)?
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect::<Result<_, _>>()?;
+            if names.is_empty() {
+                return Ok(());
+            }
+            names.sort();
+            anyhow::bail!(
+                "{}: not empty ({} entries, e.g. {}); ctax synth only writes into a new or empty \
+                 directory, so that simulated launches are never pooled with real ones nor \
+                 overwrite their files",
+                root.display(),
+                names.len(),
+                names.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+            )
+        }
+    }
+}
+
+/// Writes a results root at `root` (which must not exist or be empty: [`check_new_root`]) and
+/// returns the run directories written.
 pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    check_new_root(root)?;
     std::fs::create_dir_all(root.join("preflight"))?;
     let mut dirs = Vec::new();
     let mut pre = PreflightStatus {
@@ -448,4 +480,48 @@ fn write_cell(
         scrapes: 0,
         scrape_failures: 0,
     })
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> SynthSpec {
+        SynthSpec {
+            phase_a_rates: vec![1.0],
+            requests_per_cell: 5,
+            warmup_requests: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn refuses_a_non_empty_root_and_touches_nothing_in_it() {
+        let d = tempfile::tempdir().unwrap();
+        // A real results root: its pre-flight status and one real launch.
+        std::fs::create_dir_all(d.path().join("preflight")).unwrap();
+        let status = d.path().join("preflight/preflight_status.json");
+        std::fs::write(&status, "{\"real\": true}\n").unwrap();
+        std::fs::create_dir_all(d.path().join("20261129-163730_plain_l0")).unwrap();
+        let e = generate(&small(), d.path()).unwrap_err().to_string();
+        assert!(e.contains("not empty (2 entries"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&status).unwrap(),
+            "{\"real\": true}\n"
+        );
+        let n = std::fs::read_dir(d.path()).unwrap().count();
+        assert_eq!(n, 2, "nothing was added");
+        // A file where the root should be is refused too.
+        let f = d.path().join("file");
+        std::fs::write(&f, "x").unwrap();
+        assert!(generate(&small(), &f).is_err());
+    }
+
+    #[test]
+    fn writes_into_a_new_or_empty_directory() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(generate(&small(), d.path()).unwrap().len(), 1);
+        let fresh = d.path().join("new/root");
+        assert_eq!(generate(&small(), &fresh).unwrap().len(), 1);
+        assert!(fresh.join("preflight/preflight_status.json").exists());
+    }
 }

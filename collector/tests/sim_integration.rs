@@ -266,6 +266,30 @@ fn hard_cap_cancels_and_marks_the_cell_incomplete() {
 }
 
 #[test]
+fn a_cell_that_meets_its_rule_before_the_cap_is_complete() {
+    // 2 req/s with a 0.5 s cap: the second send would fall on the cap, but the first request
+    // completes within ~20 ms and meets min_completed = 1 (duration 0): complete, not capped
+    // (it used to be reported "max_cell_s reached ... 1 of 1 measured completions").
+    let sim = Sim::start(&[]);
+    let run = Run::new();
+    let (st, err) = run.collect(
+        &sim.url,
+        &plan(&[cell(
+            2.0,
+            16,
+            5,
+            json!({"duration_s": 0.0, "min_completed": 1, "max_cell_s": 0.5}),
+        )]),
+        &[],
+    );
+    assert_eq!(st.code(), Some(0), "{err}");
+    let h = &run.summary().cells["A/r2_i16_o5"];
+    assert!(h.complete, "{:?}", h.incomplete_reason);
+    assert_eq!((h.scheduled, h.ok), (1, 1));
+    assert!(h.t_end_ns - h.t_start_ns < 500_000_000);
+}
+
+#[test]
 fn request_timeouts_are_recorded() {
     // 3 s per engine step: no request can finish within the 0.5 s request timeout.
     let sim = Sim::start(&["--base-step-us", "3000000", "--jitter-pct", "0"]);
@@ -422,14 +446,18 @@ fn summary_json_keeps_stats_and_other_cells() {
 
 #[test]
 fn http_errors_are_recorded_and_stop_the_cell() {
-    // Prompts longer than the model: every request gets HTTP 400 from the server.
-    let sim = Sim::start(&["--max-model-len", "50"]);
-    let run = Run::new();
+    // A model the server does not serve: every request gets HTTP 404 from the server. (Prompts
+    // longer than the model's context are refused before the cell starts, since the server
+    // lists its max_model_len: tests/hostile_server.rs.)
+    let sim = Sim::start(&[]);
+    let mut run = Run::new();
+    run.model = "not-served".into();
     let (st, err) = run.collect(
         &sim.url,
         &plan(&[cell(50.0, 64, 4, json!({"duration_s": 30.0}))]),
         &["--max-consecutive-failures", "8"],
     );
+    assert!(err.contains("does not list model"), "{err}");
     assert_eq!(st.code(), Some(3), "{err}");
     let h = &run.summary().cells["A/r50_i64_o4"];
     assert!(
@@ -443,12 +471,12 @@ fn http_errors_are_recorded_and_stop_the_cell() {
     assert!(recs.len() >= 8 && recs.len() < 200);
     for r in recs.iter().filter(|r| r.status != Status::Cancelled) {
         assert_eq!(r.status, Status::HttpError);
-        assert_eq!(r.http_status, Some(400));
+        assert_eq!(r.http_status, Some(404));
         assert!(
             r.error
                 .as_deref()
                 .unwrap()
-                .contains("maximum context length"),
+                .contains("`not-served` does not exist"),
             "{:?}",
             r.error
         );

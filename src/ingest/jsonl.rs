@@ -1,209 +1,138 @@
-//! Reading raw JSONL (plain or zstd) with the contract's error rules:
-//! - a truncated LAST line (no trailing newline and unparsable: a run that was killed) is
-//!   skipped and reported as a warning;
-//! - any other malformed line is an error naming the file, the 1-based line and the field path.
+//! Opening raw JSONL files (plain or zstd) for the line reader of the raw-data contract
+//! ([`ctax_schema::jsonl`]: truncated last line → warning; malformed line → error naming file,
+//! line and field; over-long line → error naming file and line, bounded memory).
+//!
+//! Only **regular files** are read. A FIFO, a character or block device (a symlink to
+//! `/dev/zero`), a socket or a directory named like a raw file is an error naming the file and
+//! what it is, found without blocking: the file is opened with `O_NONBLOCK` and checked with
+//! `fstat` on the open descriptor (no window between check and read).
+//!
+//! **Symlinks**: a symlink whose target is a regular file is read through, with a warning naming
+//! the link and its target (so a raw file shared between two run directories is visible);
+//! a symlink to anything else is refused as above; a dangling one is an I/O error.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::io::{BufReader, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-/// A malformed raw file.
-#[derive(Debug, thiserror::Error)]
-pub enum IngestError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: field `{field}`: {message}")]
-    Malformed {
-        path: PathBuf,
-        line: usize,
-        field: String,
-        message: String,
-    },
-}
+pub use ctax_schema::jsonl::{
+    IngestError, LineError, Lines, MAX_LINE_BYTES, parse_line, parse_lines, parse_reader,
+    parse_reader_limited,
+};
 
-/// Parsed lines of one file plus the non-fatal problems met.
-#[derive(Debug)]
-pub struct Lines<T> {
-    pub rows: Vec<T>,
-    pub warnings: Vec<String>,
-}
-
-/// Parses every line of `bytes` (contents of `path`) as `T`.
-pub fn parse_lines<T: DeserializeOwned>(
-    path: &Path,
-    bytes: &[u8],
-) -> Result<Lines<T>, IngestError> {
-    parse_reader(path, bytes)
-}
-
-/// Streams `reader` line by line (one reused buffer: no whole-file allocation) and parses each
-/// line as `T`, applying the contract's truncation rule. An I/O error after some lines (a zstd
-/// stream cut short) ends the file with a warning; before any line it is an error.
-pub fn parse_reader<T: DeserializeOwned>(
-    path: &Path,
-    mut reader: impl BufRead,
-) -> Result<Lines<T>, IngestError> {
-    let mut rows = Vec::new();
-    let mut warnings = Vec::new();
-    let mut line = Vec::with_capacity(64 * 1024);
-    let mut lineno = 0usize;
-    loop {
-        line.clear();
-        let n = match reader.read_until(b'\n', &mut line) {
-            Ok(n) => n,
-            Err(e) if lineno > 0 => {
-                warnings.push(format!(
-                    "{}: stream ends early after line {lineno} ({e}); read what was there",
-                    path.display()
-                ));
-                break;
-            }
-            Err(source) => {
-                return Err(IngestError::Io {
-                    path: path.into(),
-                    source,
-                });
-            }
-        };
-        if n == 0 {
-            break;
-        }
-        lineno += 1;
-        let complete = line.last() == Some(&b'\n');
-        let trimmed = trim_ascii(&line);
-        if trimmed.is_empty() {
-            continue;
-        }
-        // Fast path without field tracking; only a failing line is parsed again to name the field.
-        if let Ok(row) = serde_json::from_slice::<T>(trimmed) {
-            rows.push(row);
-            continue;
-        }
-        let de = &mut serde_json::Deserializer::from_slice(trimmed);
-        match serde_path_to_error::deserialize::<_, T>(de) {
-            Ok(row) => rows.push(row),
-            Err(e) if !complete => {
-                // No newline after it: the last line, cut off when the writer was killed.
-                warnings.push(format!(
-                    "{}:{lineno}: truncated last line skipped (the writer was probably killed): {}",
-                    path.display(),
-                    e.inner()
-                ));
-                break;
-            }
-            Err(e) => {
-                let field = e.path().to_string();
-                return Err(IngestError::Malformed {
-                    path: path.into(),
-                    line: lineno,
-                    field: if field == "." {
-                        "(record)".into()
-                    } else {
-                        field
-                    },
-                    message: e.into_inner().to_string(),
-                });
-            }
-        }
+/// What a non-regular file is, in words.
+fn kind_of(ft: std::fs::FileType) -> &'static str {
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
     }
-    Ok(Lines { rows, warnings })
 }
 
-/// Reads a raw JSONL file (plain or `.zst`), streaming.
+fn not_regular(ft: std::fs::FileType) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} (after following symlinks), not a regular file: refusing to read it (raw data \
+             files must be regular files; a FIFO or device can block or never end)",
+            kind_of(ft)
+        ),
+    )
+}
+
+/// Opens `path` read-only if it is (or links to) a regular file; never blocks on a FIFO.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    // Cheap check first: sockets cannot be opened at all, and this names what the path is.
+    let ft = std::fs::metadata(path)?.file_type();
+    if !ft.is_file() {
+        return Err(not_regular(ft));
+    }
+    // O_NONBLOCK: if the path was swapped for a FIFO since, open() still returns at once; the
+    // fstat below then refuses it. Reads of a regular file ignore O_NONBLOCK.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let ft = f.metadata()?.file_type();
+    if !ft.is_file() {
+        return Err(not_regular(ft));
+    }
+    Ok(f)
+}
+
+/// Reads a whole small file (`config.json`, `summary.json`, …) if it is a regular file of at
+/// most `limit` bytes.
+pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let f = open_regular(path)?;
+    let mut out = Vec::new();
+    f.take(limit + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {limit} bytes; not read"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Reads a raw JSONL file (plain or `.zst`), streaming, with the rules above.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Lines<T>, IngestError> {
+    read_jsonl_limited(path, MAX_LINE_BYTES)
+}
+
+/// [`read_jsonl`] with a line-length limit other than [`MAX_LINE_BYTES`].
+pub fn read_jsonl_limited<T: DeserializeOwned>(
+    path: &Path,
+    max_line: usize,
+) -> Result<Lines<T>, IngestError> {
     let io = |source| IngestError::Io {
         path: path.into(),
         source,
     };
-    let f = std::fs::File::open(path).map_err(io)?;
-    if path.extension().is_some_and(|e| e == "zst") {
+    let f = open_regular(path).map_err(io)?;
+    let link_note = std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.file_type().is_symlink())
+        .then(|| {
+            let target = std::fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|e| format!("? ({e})"));
+            format!(
+                "{}: a symbolic link to {target}; read through it",
+                path.display()
+            )
+        });
+    let mut lines = if path.extension().is_some_and(|e| e == "zst") {
         let dec = zstd::stream::read::Decoder::new(f).map_err(io)?;
-        parse_reader(path, BufReader::with_capacity(1 << 20, dec))
+        parse_reader_limited(path, BufReader::with_capacity(1 << 20, dec), max_line)?
     } else {
-        parse_reader(path, BufReader::with_capacity(1 << 20, f))
+        parse_reader_limited(path, BufReader::with_capacity(1 << 20, f), max_line)?
+    };
+    if let Some(n) = link_note {
+        lines.warnings.insert(0, n);
     }
-}
-
-fn trim_ascii(s: &[u8]) -> &[u8] {
-    let start = s
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(s.len());
-    let end = s
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &s[start..end]
+    Ok(lines)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde::Deserialize;
+    use std::time::Duration;
 
     #[derive(Debug, Deserialize, PartialEq)]
     struct Row {
         a: u64,
         b: Option<String>,
-    }
-
-    fn p() -> &'static Path {
-        Path::new("requests_A_r1_i8_o8.jsonl")
-    }
-
-    #[test]
-    fn good_lines_with_and_without_final_newline() {
-        let l: Lines<Row> =
-            parse_lines(p(), b"{\"a\":1,\"b\":null}\n{\"a\":2,\"b\":\"x\"}\n").unwrap();
-        assert_eq!(l.rows.len(), 2);
-        assert!(l.warnings.is_empty());
-        let l: Lines<Row> =
-            parse_lines(p(), b"{\"a\":1,\"b\":null}\n{\"a\":2,\"b\":\"x\"}").unwrap();
-        assert_eq!(l.rows.len(), 2);
-        assert!(l.warnings.is_empty());
-    }
-
-    #[test]
-    fn truncated_last_line_is_a_warning() {
-        let l: Lines<Row> = parse_lines(p(), b"{\"a\":1,\"b\":null}\n{\"a\":2,\"b\":\"x").unwrap();
-        assert_eq!(l.rows, vec![Row { a: 1, b: None }]);
-        assert_eq!(l.warnings.len(), 1);
-        assert!(
-            l.warnings[0].contains(":2: truncated last line"),
-            "{}",
-            l.warnings[0]
-        );
-    }
-
-    #[test]
-    fn malformed_middle_line_names_file_line_and_field() {
-        let e = parse_lines::<Row>(
-            p(),
-            b"{\"a\":1,\"b\":null}\n{\"a\":\"oops\",\"b\":null}\n{\"a\":3,\"b\":null}\n",
-        )
-        .unwrap_err();
-        let msg = e.to_string();
-        assert!(
-            msg.starts_with("requests_A_r1_i8_o8.jsonl:2: field `a`:"),
-            "{msg}"
-        );
-        let e = parse_lines::<Row>(p(), b"{\"b\":null}\n").unwrap_err();
-        assert!(
-            e.to_string().contains(":1:") && e.to_string().contains("missing field `a`"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_complete_but_bad_last_line_is_an_error_not_a_truncation() {
-        // Ends with a newline: the writer finished the line, so it is corrupt, not truncated.
-        let e =
-            parse_lines::<Row>(p(), b"{\"a\":1,\"b\":null}\n{\"a\":-1,\"b\":null}\n").unwrap_err();
-        assert!(e.to_string().contains(":2: field `a`"), "{e}");
     }
 
     #[test]
@@ -214,5 +143,120 @@ mod tests {
         std::fs::write(&path, zstd::encode_all(&body[..], 3).unwrap()).unwrap();
         let l: Lines<Row> = read_jsonl(&path).unwrap();
         assert_eq!(l.rows, vec![Row { a: 7, b: None }]);
+    }
+
+    /// Runs `f` on another thread and fails (instead of hanging the test run) after 10 s.
+    fn within_10s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the reader blocked for 10 s")
+    }
+
+    #[test]
+    fn a_fifo_named_like_a_raw_file_is_an_error_not_a_hang() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("requests_A_r4_i8_o8.jsonl");
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let p = path.clone();
+        let e = within_10s(move || read_jsonl::<Row>(&p).map(|_| ())).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!("{}: a FIFO (named pipe)", path.display())),
+            "{msg}"
+        );
+        let p = path.clone();
+        let e = within_10s(move || read_regular(&p, 1 << 20)).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn a_symlink_to_a_device_is_an_error_naming_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("requests_A_r4_i8_o8.jsonl");
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        let p = path.clone();
+        let e = within_10s(move || read_jsonl::<Row>(&p).map(|_| ())).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("{}: a character device", path.display())),
+            "{e}"
+        );
+        // A directory is refused the same way.
+        let dir = d.path().join("metrics_A_r4_i8_o8.jsonl");
+        std::fs::create_dir(&dir).unwrap();
+        let e = read_jsonl::<Row>(&dir).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_socket_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("requests_A_r4_i8_o8.jsonl");
+        let _l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let e = read_jsonl::<Row>(&path).unwrap_err();
+        assert!(e.to_string().contains("a socket"), "{e}");
+    }
+
+    #[test]
+    fn a_symlink_to_a_regular_file_is_read_with_a_warning() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("elsewhere.jsonl");
+        std::fs::write(&target, "{\"a\":1,\"b\":null}\n").unwrap();
+        let path = d.path().join("requests_A_r4_i8_o8.jsonl");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let l: Lines<Row> = read_jsonl(&path).unwrap();
+        assert_eq!(l.rows.len(), 1);
+        assert_eq!(
+            l.warnings,
+            vec![format!(
+                "{}: a symbolic link to {}; read through it",
+                path.display(),
+                target.display()
+            )]
+        );
+    }
+
+    #[test]
+    fn an_endless_line_is_an_error_naming_file_and_line() {
+        // A sparse file of NUL bytes with no newline, 1 MiB over a 256 KiB limit (the same path
+        // is taken at the real 64 MiB limit; a test with a 70 MiB sparse file is in
+        // tests/ingest_hostile.rs).
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("requests_A_r4_i8_o8.jsonl");
+        std::fs::write(&path, "{\"a\":1,\"b\":null}\n").unwrap();
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.set_len(17 + (1 << 20)).unwrap();
+        let e = read_jsonl_limited::<Row>(&path, 256 << 10).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}:2: line longer than 262144 bytes (not a raw record; stopped reading there)",
+                path.display()
+            )
+        );
+        // The same inside a zstd stream.
+        let zpath = d.path().join("metrics_A_r4_i8_o8.jsonl.zst");
+        let raw = std::fs::read(&path).unwrap();
+        std::fs::write(&zpath, zstd::encode_all(&raw[..], 1).unwrap()).unwrap();
+        let e = read_jsonl_limited::<Row>(&zpath, 256 << 10).unwrap_err();
+        assert!(e.to_string().contains(":2: line longer than"), "{e}");
+    }
+
+    #[test]
+    fn small_files_are_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("summary.json");
+        std::fs::write(&path, "x".repeat(100)).unwrap();
+        assert_eq!(read_regular(&path, 100).unwrap().len(), 100);
+        let e = read_regular(&path, 99).unwrap_err();
+        assert!(e.to_string().contains("larger than 99 bytes"), "{e}");
     }
 }

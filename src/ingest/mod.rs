@@ -123,7 +123,9 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
     } else {
         Vec::new()
     };
-    let profile = std::fs::read_to_string(root.join("profile.toml")).ok();
+    let profile = jsonl::read_regular(&root.join("profile.toml"), 64 << 20)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok());
     Ok(Dataset {
         root: root.to_path_buf(),
         runs,
@@ -149,7 +151,8 @@ fn read_json_opt<T: serde::de::DeserializeOwned>(
     path: &Path,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<Option<T>> {
-    match std::fs::read(path) {
+    // Regular files only, at most 64 MiB: a FIFO or device named config.json must not hang.
+    match jsonl::read_regular(path, 64 << 20) {
         Ok(bytes) => {
             let de = &mut serde_json::Deserializer::from_slice(&bytes);
             let v = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -197,8 +200,8 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
             parse_run_dir_name(&dir_name)
         }
     };
-    let env = std::fs::read_to_string(path.join("env.txt"))
-        .map(|t| env::parse_env_txt(&t))
+    let env = jsonl::read_regular(&path.join("env.txt"), 64 << 20)
+        .map(|t| env::parse_env_txt(&String::from_utf8_lossy(&t)))
         .unwrap_or_default();
     let mut artifacts = BTreeMap::new();
     for f in RUN_FILES {

@@ -1,62 +1,241 @@
 //! `ctax archive`: compress a results root's raw JSONL with zstd so it fits in a repository.
-//! Each `X.jsonl` becomes `X.jsonl.zst` (written atomically, verified by decompressing, then the
-//! original is removed). Ingest reads both forms.
+//!
+//! Each `X.jsonl` becomes `X.jsonl.zst`; ingest reads both forms. Nothing is ever lost:
+//! - the archive is written atomically (temp file + rename), then **read back from disk and
+//!   decoded**, and the source is removed only if the decoded stream equals the source bytes
+//!   exactly and the source did not change meanwhile;
+//! - an existing `X.jsonl.zst` is replaced only when it is a strict prefix of `X.jsonl` (the
+//!   plain file holds everything the archive holds, and more); when it holds the same bytes the
+//!   plain copy is just removed; any other pair (a partial `.jsonl` beside a complete archive,
+//!   or two different streams) is **reported and both are kept**;
+//! - symlinks are never followed or removed (a symlinked run directory or raw file is reported
+//!   and left alone), so the walk never leaves the root; FIFOs, devices and sockets named like
+//!   raw files are reported and left alone.
 
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-/// Compresses every raw `*.jsonl` under `root` (run directories only; `manifest.jsonl` stays
-/// plain). Returns (files, bytes before, bytes after).
-pub fn compress_root(root: &Path, level: i32) -> anyhow::Result<(usize, u64, u64)> {
-    let mut files = Vec::new();
-    collect(root, &mut files)?;
-    let (mut before, mut after) = (0u64, 0u64);
-    for f in &files {
-        let raw = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
-        let packed = zstd::encode_all(&raw[..], level)
-            .with_context(|| format!("compressing {}", f.display()))?;
-        let check = zstd::decode_all(&packed[..])?;
-        anyhow::ensure!(check == raw, "{}: zstd round trip differs", f.display());
-        let dst = PathBuf::from(format!("{}.zst", f.display()));
-        crate::fsutil::write_atomic(&dst, &packed)?;
-        std::fs::remove_file(f)?;
-        before += raw.len() as u64;
-        after += packed.len() as u64;
-    }
-    Ok((files.len(), before, after))
+/// What `ctax archive` did.
+#[derive(Debug, Default)]
+pub struct ArchiveReport {
+    /// Raw files compressed (source removed).
+    pub compressed: usize,
+    /// Plain copies removed because an identical archive was already there.
+    pub already_archived: usize,
+    /// Bytes of the sources compressed, and of their archives.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// One line per file left as it was, with the reason.
+    pub kept: Vec<String>,
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
+/// Compresses every raw `*.jsonl` under `root` (run directories only; `manifest.jsonl` and
+/// `analysis/` stay plain).
+pub fn compress_root(root: &Path, level: i32) -> anyhow::Result<ArchiveReport> {
+    let mut rep = ArchiveReport::default();
+    let mut files = Vec::new();
+    collect(root, &mut files, &mut rep.kept)?;
+    for f in &files {
+        archive_one(f, level, &mut rep)?;
+    }
+    Ok(rep)
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>, kept: &mut Vec<String>) -> anyhow::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
-        if p.is_dir() && name != "analysis" {
-            collect(&p, out)?;
-        } else if name.ends_with(".jsonl") && ctax_schema::parse_file_name(&name).is_some() {
-            out.push(p);
+        // The entry's own type: a symlink is a symlink here, never what it points to.
+        let ft = e
+            .file_type()
+            .with_context(|| format!("reading {}", p.display()))?;
+        let raw_name = name.ends_with(".jsonl") && ctax_schema::parse_file_name(&name).is_some();
+        if ft.is_symlink() {
+            if raw_name || std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
+                kept.push(format!(
+                    "{}: a symbolic link; not followed, not compressed, not removed",
+                    p.display()
+                ));
+            }
+        } else if ft.is_dir() {
+            if name != "analysis" {
+                collect(&p, out, kept)?;
+            }
+        } else if raw_name {
+            if ft.is_file() {
+                out.push(p);
+            } else {
+                kept.push(format!(
+                    "{}: not a regular file (a FIFO, device or socket); left alone",
+                    p.display()
+                ));
+            }
         }
     }
     Ok(())
+}
+
+/// Decodes a zstd file as far as it goes: (bytes, `Some(error)` if the stream is damaged or cut).
+fn decode_file(path: &Path) -> anyhow::Result<(Vec<u8>, Option<String>)> {
+    let f = crate::ingest::jsonl::open_regular(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let mut out = Vec::new();
+    let err = match zstd::stream::read::Decoder::new(f) {
+        Ok(mut d) => d.read_to_end(&mut out).err().map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    };
+    Ok((out, err))
+}
+
+fn lines(b: &[u8]) -> usize {
+    b.iter().filter(|&&c| c == b'\n').count() + usize::from(b.last().is_some_and(|&c| c != b'\n'))
+}
+
+fn archive_one(src: &Path, level: i32, rep: &mut ArchiveReport) -> anyhow::Result<()> {
+    let dst = PathBuf::from(format!("{}.zst", src.display()));
+    let f = crate::ingest::jsonl::open_regular(src)
+        .with_context(|| format!("opening {}", src.display()))?;
+    let meta0 = f.metadata()?;
+    let mut raw = Vec::with_capacity(meta0.len() as usize);
+    { f }
+        .read_to_end(&mut raw)
+        .with_context(|| format!("reading {}", src.display()))?;
+
+    // An archive already there: only a strict prefix of the source may be replaced.
+    match std::fs::symlink_metadata(&dst) {
+        Ok(m) if !m.file_type().is_file() => {
+            rep.kept.push(format!(
+                "{}: {} exists and is not a regular file; both left as they are",
+                src.display(),
+                dst.display()
+            ));
+            return Ok(());
+        }
+        Ok(_) => {
+            let (old, damaged) = decode_file(&dst)?;
+            if old == raw && damaged.is_none() {
+                if remove_if_unchanged(src, &meta0, rep, "an identical archive exists")? {
+                    rep.already_archived += 1;
+                }
+                return Ok(());
+            }
+            let prefix = old.len() < raw.len() && raw.starts_with(&old);
+            if !prefix {
+                let relation = if old.starts_with(&raw) {
+                    "is a partial copy of the archive (its beginning)"
+                } else {
+                    "differs from the archive"
+                };
+                rep.kept.push(format!(
+                    "{}: NOT archived: {} already holds {} lines ({} bytes{}) and the plain file \
+                     {} lines ({} bytes), which {relation}; a .jsonl only replaces an archive \
+                     it continues: both kept, decide by hand",
+                    src.display(),
+                    dst.display(),
+                    lines(&old),
+                    old.len(),
+                    damaged
+                        .map(|e| format!(", stream damaged: {e}"))
+                        .unwrap_or_default(),
+                    lines(&raw),
+                    raw.len()
+                ));
+                return Ok(());
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("inspecting {}", dst.display())),
+    }
+
+    let packed = zstd::encode_all(&raw[..], level)
+        .with_context(|| format!("compressing {}", src.display()))?;
+    crate::fsutil::write_atomic(&dst, &packed)
+        .with_context(|| format!("writing {}", dst.display()))?;
+    // Verify what is on disk, not what is in memory.
+    let (back, damaged) = decode_file(&dst)?;
+    if back != raw || damaged.is_some() {
+        rep.kept.push(format!(
+            "{}: NOT removed: {} read back from disk decodes to {} bytes{} instead of the \
+             source's {} bytes",
+            src.display(),
+            dst.display(),
+            back.len(),
+            damaged.map(|e| format!(" ({e})")).unwrap_or_default(),
+            raw.len()
+        ));
+        return Ok(());
+    }
+    if remove_if_unchanged(src, &meta0, rep, "archived")? {
+        rep.compressed += 1;
+        rep.bytes_before += raw.len() as u64;
+        rep.bytes_after += packed.len() as u64;
+    }
+    Ok(())
+}
+
+/// Removes `src` unless it changed since it was read (a writer still appending to it);
+/// returns whether it was removed.
+fn remove_if_unchanged(
+    src: &Path,
+    before: &std::fs::Metadata,
+    rep: &mut ArchiveReport,
+    why: &str,
+) -> anyhow::Result<bool> {
+    let now = std::fs::symlink_metadata(src)?;
+    if !now.file_type().is_file()
+        || now.len() != before.len()
+        || now.mtime() != before.mtime()
+        || now.mtime_nsec() != before.mtime_nsec()
+        || now.ino() != before.ino()
+    {
+        rep.kept.push(format!(
+            "{}: changed while it was being archived ({why}); kept",
+            src.display()
+        ));
+        return Ok(false);
+    }
+    std::fs::remove_file(src).with_context(|| format!("removing {}", src.display()))?;
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn run_dir(root: &Path) -> PathBuf {
+        let run = root.join("20260101-000000_plain_l0");
+        std::fs::create_dir_all(&run).unwrap();
+        run
+    }
+
+    fn zst(body: &[u8]) -> Vec<u8> {
+        zstd::encode_all(body, 3).unwrap()
+    }
+
     #[test]
     fn compresses_raw_files_and_ingest_reads_them() {
         let d = tempfile::tempdir().unwrap();
-        let run = d.path().join("20260101-000000_plain_l0");
-        std::fs::create_dir_all(&run).unwrap();
+        let run = run_dir(d.path());
         let body = "{\"x\":1}\n".repeat(1000);
         std::fs::write(run.join("metrics_A_r1_i8_o8.jsonl"), &body).unwrap();
         std::fs::write(d.path().join("manifest.jsonl"), "{}\n").unwrap();
-        let (n, before, after) = compress_root(d.path(), 3).unwrap();
-        assert_eq!(n, 1);
-        assert!(after < before / 10, "{before} -> {after}");
+        let rep = compress_root(d.path(), 3).unwrap();
+        assert_eq!(rep.compressed, 1);
+        assert!(rep.kept.is_empty(), "{:?}", rep.kept);
+        assert!(
+            rep.bytes_after < rep.bytes_before / 10,
+            "{} -> {}",
+            rep.bytes_before,
+            rep.bytes_after
+        );
         assert!(d.path().join("manifest.jsonl").exists());
         assert!(!run.join("metrics_A_r1_i8_o8.jsonl").exists());
         let packed = std::fs::read(run.join("metrics_A_r1_i8_o8.jsonl.zst")).unwrap();
@@ -70,5 +249,135 @@ mod tests {
         .unwrap();
         assert_eq!(lines.rows.len(), 1000);
         assert!(lines.warnings.is_empty());
+    }
+
+    #[test]
+    fn a_partial_jsonl_never_replaces_a_complete_archive() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_dir(d.path());
+        let full = "{\"seq\":0}\n{\"seq\":1}\n{\"seq\":2}\n";
+        let partial = "{\"seq\":0}\n";
+        let packed = zst(full.as_bytes());
+        std::fs::write(run.join("requests_A_r1_i8_o8.jsonl.zst"), &packed).unwrap();
+        std::fs::write(run.join("requests_A_r1_i8_o8.jsonl"), partial).unwrap();
+        let rep = compress_root(d.path(), 3).unwrap();
+        assert_eq!(rep.compressed, 0);
+        assert_eq!(rep.kept.len(), 1, "{:?}", rep.kept);
+        assert!(
+            rep.kept[0].contains("already holds 3 lines")
+                && rep.kept[0].contains("1 lines")
+                && rep.kept[0].contains("a partial copy of the archive"),
+            "{}",
+            rep.kept[0]
+        );
+        assert_eq!(
+            std::fs::read(run.join("requests_A_r1_i8_o8.jsonl.zst")).unwrap(),
+            packed
+        );
+        assert_eq!(
+            std::fs::read_to_string(run.join("requests_A_r1_i8_o8.jsonl")).unwrap(),
+            partial
+        );
+        // A different stream of the same length is kept too (not a continuation).
+        std::fs::write(
+            run.join("requests_A_r1_i8_o8.jsonl"),
+            full.replace('2', "9"),
+        )
+        .unwrap();
+        let rep = compress_root(d.path(), 3).unwrap();
+        assert_eq!((rep.compressed, rep.kept.len()), (0, 1), "{:?}", rep.kept);
+        assert!(
+            rep.kept[0].contains("differs from the archive"),
+            "{}",
+            rep.kept[0]
+        );
+    }
+
+    #[test]
+    fn an_archive_is_replaced_only_by_its_continuation_and_identical_copies_go() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_dir(d.path());
+        // The archive is a prefix of the plain file (the plain one grew): replaced.
+        std::fs::write(
+            run.join("requests_A_r1_i8_o8.jsonl.zst"),
+            zst(b"{\"a\":1}\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            run.join("requests_A_r1_i8_o8.jsonl"),
+            "{\"a\":1}\n{\"a\":2}\n",
+        )
+        .unwrap();
+        // The archive holds the same bytes: the plain copy is removed.
+        std::fs::write(
+            run.join("metrics_A_r1_i8_o8.jsonl.zst"),
+            zst(b"{\"m\":1}\n"),
+        )
+        .unwrap();
+        std::fs::write(run.join("metrics_A_r1_i8_o8.jsonl"), "{\"m\":1}\n").unwrap();
+        let rep = compress_root(d.path(), 3).unwrap();
+        assert!(rep.kept.is_empty(), "{:?}", rep.kept);
+        assert_eq!((rep.compressed, rep.already_archived), (1, 1));
+        let dec = |n: &str| zstd::decode_all(&std::fs::read(run.join(n)).unwrap()[..]).unwrap();
+        assert_eq!(
+            dec("requests_A_r1_i8_o8.jsonl.zst"),
+            b"{\"a\":1}\n{\"a\":2}\n"
+        );
+        assert_eq!(dec("metrics_A_r1_i8_o8.jsonl.zst"), b"{\"m\":1}\n");
+        assert!(!run.join("requests_A_r1_i8_o8.jsonl").exists());
+        assert!(!run.join("metrics_A_r1_i8_o8.jsonl").exists());
+    }
+
+    #[test]
+    fn symlinks_are_never_followed_out_of_the_root_or_deleted_through() {
+        let outside = tempfile::tempdir().unwrap();
+        let ext_run = run_dir(outside.path());
+        std::fs::write(ext_run.join("requests_A_r1_i8_o8.jsonl"), "{\"o\":1}\n").unwrap();
+        std::fs::write(outside.path().join("lone.jsonl"), "{\"o\":2}\n").unwrap();
+
+        let d = tempfile::tempdir().unwrap();
+        let run = run_dir(d.path());
+        // A symlinked run directory and a symlinked raw file, both pointing outside the root.
+        std::os::unix::fs::symlink(&ext_run, d.path().join("20260101-000001_plain_l1")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("lone.jsonl"),
+            run.join("metrics_A_r1_i8_o8.jsonl"),
+        )
+        .unwrap();
+        let rep = compress_root(d.path(), 3).unwrap();
+        assert_eq!(rep.compressed, 0);
+        assert_eq!(rep.kept.len(), 2, "{:?}", rep.kept);
+        assert!(rep.kept.iter().all(|k| k.contains("symbolic link")));
+        // Nothing outside was touched; the link itself is still there.
+        assert_eq!(
+            std::fs::read_to_string(ext_run.join("requests_A_r1_i8_o8.jsonl")).unwrap(),
+            "{\"o\":1}\n"
+        );
+        assert!(!ext_run.join("requests_A_r1_i8_o8.jsonl.zst").exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("lone.jsonl")).unwrap(),
+            "{\"o\":2}\n"
+        );
+        assert!(
+            std::fs::symlink_metadata(run.join("metrics_A_r1_i8_o8.jsonl"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(!run.join("metrics_A_r1_i8_o8.jsonl.zst").exists());
+    }
+
+    #[test]
+    fn a_fifo_named_like_a_raw_file_is_left_alone_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_dir(d.path());
+        let p = run.join("requests_A_r1_i8_o8.jsonl");
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let rep = compress_root(d.path(), 3).unwrap();
+        assert_eq!(rep.compressed, 0);
+        assert!(rep.kept[0].contains("not a regular file"), "{:?}", rep.kept);
+        assert!(p.exists());
     }
 }

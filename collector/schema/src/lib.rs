@@ -32,6 +32,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod jsonl;
+pub mod text;
+
 /// Bumped when a field changes meaning or a required field is added.
 pub const SCHEMA_VERSION: u32 = 1;
 

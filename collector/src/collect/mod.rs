@@ -34,6 +34,15 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use writer::CellCounters;
 
+/// `eprintln!` for anything that may carry an external string (server error bodies, config
+/// and model names, paths): control characters of the whole message are escaped first
+/// ([`ctax_schema::text::escape_controls`]), so an ESC or BEL never reaches the terminal.
+macro_rules! say {
+    ($($t:tt)*) => {
+        eprintln!("{}", ctax_schema::text::escape_controls(&format!($($t)*)))
+    };
+}
+
 // Exit codes: defined once in the schema crate, which `ctax run` reads them from too.
 pub const EXIT_OK: i32 = Exit::Ok.code();
 pub const EXIT_FAILURE: i32 = Exit::Failure.code();
@@ -138,22 +147,39 @@ pub fn load_plan(path: &Path) -> Result<Vec<PlannedCell>, SetupError> {
                 c.cell.name()
             ))
         };
-        if !(c.cell.rate.is_finite() && c.cell.rate > 0.0) {
-            return Err(bad("rate must be a positive number"));
+        if !(c.cell.rate.is_finite() && c.cell.rate > 0.0 && c.cell.rate <= MAX_RATE) {
+            return Err(bad(&format!(
+                "rate {} req/s: must be > 0 and <= {MAX_RATE}",
+                c.cell.rate
+            )));
         }
-        if c.cell.input_len == 0 || c.cell.output_len == 0 {
-            return Err(bad("input_len and output_len must be >= 1"));
-        }
-        for (v, n) in [(c.duration_s, "duration_s"), (c.warmup_s, "warmup_s")] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(bad(&format!("{n} must be >= 0")));
+        for (v, n) in [
+            (c.cell.input_len, "input_len"),
+            (c.cell.output_len, "output_len"),
+        ] {
+            if v == 0 || v > MAX_TOKENS {
+                return Err(bad(&format!(
+                    "{n} {v}: must be >= 1 and <= {MAX_TOKENS} tokens (a longer prompt would \
+                     allocate gigabytes of request bodies)"
+                )));
             }
         }
-        if !(c.max_cell_s.is_finite() && c.max_cell_s > 0.0) {
-            return Err(bad("max_cell_s must be > 0"));
+        for (v, n) in [(c.duration_s, "duration_s"), (c.warmup_s, "warmup_s")] {
+            if !(v.is_finite() && (0.0..=MAX_SECONDS).contains(&v)) {
+                return Err(bad(&format!("{n} {v}: must be >= 0 and <= {MAX_SECONDS}")));
+            }
         }
-        if c.inflight_cap == 0 {
-            return Err(bad("inflight_cap must be >= 1"));
+        if !(c.max_cell_s.is_finite() && c.max_cell_s > 0.0 && c.max_cell_s <= MAX_SECONDS) {
+            return Err(bad(&format!(
+                "max_cell_s {}: must be > 0 and <= {MAX_SECONDS}",
+                c.max_cell_s
+            )));
+        }
+        if c.inflight_cap == 0 || c.inflight_cap > MAX_INFLIGHT {
+            return Err(bad(&format!(
+                "inflight_cap {}: must be >= 1 and <= {MAX_INFLIGHT}",
+                c.inflight_cap
+            )));
         }
         if !seen.insert((c.phase, c.cell.name())) {
             return Err(bad("appears twice (its files would collide)"));
@@ -162,9 +188,58 @@ pub fn load_plan(path: &Path) -> Result<Vec<PlannedCell>, SetupError> {
     Ok(plan.cells)
 }
 
+/// After the cap (or a stop) cancels what is in flight, how long the cancelled requests have to
+/// hand over their records before the cell is closed without them (and marked incomplete).
+const CANCEL_GRACE_NS: u64 = 500_000_000;
+
+/// Largest `input_len` / `output_len` a plan may ask for, whatever the server says (2^20
+/// tokens: a 5 MB request body; the largest context of any current model is below it).
+pub const MAX_TOKENS: u32 = 1 << 20;
+/// Largest offered rate, req/s (the collector is measured up to 4,000 req/s).
+pub const MAX_RATE: f64 = 100_000.0;
+/// Longest duration, warm-up or cell cap: 30 days.
+pub const MAX_SECONDS: f64 = 30.0 * 86_400.0;
+/// Largest in-flight cap.
+pub const MAX_INFLIGHT: u32 = 65_536;
+
+/// The server's context length from its `/v1/models` answer (vLLM lists `max_model_len` per
+/// model): the entry of `model`, else `None`.
+pub fn max_model_len(models: &serde_json::Value, model: &str) -> Option<u64> {
+    models["data"]
+        .as_array()?
+        .iter()
+        .find(|m| m["id"] == model)?
+        .get("max_model_len")?
+        .as_u64()
+}
+
+/// Cells the server cannot serve: prompt + output beyond its context length.
+pub fn check_plan_against_server(
+    cells: &[PlannedCell],
+    max_model_len: u64,
+    url: &str,
+) -> Result<(), SetupError> {
+    for (i, c) in cells.iter().enumerate() {
+        let need = u64::from(c.cell.input_len) + u64::from(c.cell.output_len);
+        if need > max_model_len {
+            return Err(usage(format!(
+                "plan cell {i} ({}/{}): input_len {} + output_len {} = {need} tokens exceeds the \
+                 server's max_model_len {max_model_len} (from {url}/v1/models); every request \
+                 would be rejected",
+                c.phase,
+                c.cell.name(),
+                c.cell.input_len,
+                c.cell.output_len
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Everything that lives across cells.
 struct Env {
     args: Args,
+    cells: Vec<PlannedCell>,
     target: Target,
     io: Arc<IoShared>,
     rt: tokio::runtime::Runtime,
@@ -187,34 +262,27 @@ pub fn main_with(args: Args) -> i32 {
     let env = match setup(args) {
         Ok(e) => e,
         Err(SetupError::Usage(m)) => {
-            eprintln!("ctax-collect: error: {m}");
+            say!("ctax-collect: error: {m}");
             return EXIT_USAGE;
         }
         Err(SetupError::Unreachable(m)) => {
-            eprintln!("ctax-collect: SERVER UNREACHABLE: {m}");
+            say!("ctax-collect: SERVER UNREACHABLE: {m}");
             return EXIT_SERVER_DEAD;
         }
         Err(SetupError::Other(e)) => {
-            eprintln!("ctax-collect: error: {e:#}");
+            say!("ctax-collect: error: {e:#}");
             return EXIT_FAILURE;
         }
     };
-    let cells = match load_plan(&env.args.plan) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("ctax-collect: error: {e}");
-            return EXIT_USAGE;
-        }
-    };
     let mut any_incomplete = false;
-    for pc in &cells {
+    for pc in &env.cells {
         if env.interrupted.load(Ordering::Acquire) {
             break;
         }
         let out = match run_cell(&env, pc) {
             Ok(o) => o,
             Err(e) => {
-                eprintln!(
+                say!(
                     "ctax-collect: error in cell {}/{}: {e:#}",
                     pc.phase,
                     pc.cell.name()
@@ -224,16 +292,16 @@ pub fn main_with(args: Args) -> i32 {
         };
         let key = CellKey::new(pc.phase, pc.cell.clone()).to_string();
         match summary::update_cell(&env.args.out, &key, &out.health) {
-            Ok(Some(w)) => eprintln!("ctax-collect: warning: {w}"),
+            Ok(Some(w)) => say!("ctax-collect: warning: {w}"),
             Ok(None) => {}
             Err(e) => {
-                eprintln!("ctax-collect: error writing summary.json: {e:#}");
+                say!("ctax-collect: error writing summary.json: {e:#}");
                 return EXIT_FAILURE;
             }
         }
         any_incomplete |= !out.health.complete;
         if let Some(m) = out.server_dead {
-            eprintln!(
+            say!(
                 "ctax-collect: SERVER DIED during cell {key}: {m}. Stopped; everything received is on disk \
                  in {}.",
                 env.args.out.display()
@@ -241,7 +309,7 @@ pub fn main_with(args: Args) -> i32 {
             return EXIT_SERVER_DEAD;
         }
         if out.interrupted {
-            eprintln!(
+            say!(
                 "ctax-collect: interrupted during cell {key}; files and summary.json are written."
             );
             return EXIT_INTERRUPTED;
@@ -282,9 +350,10 @@ fn setup(args: Args) -> Result<Env, SetupError> {
             "--max-consecutive-failures and --io-threads must be >= 1",
         ));
     }
+    if args.metrics_period_s > 3600.0 {
+        return Err(usage("--metrics-period-s must be <= 3600"));
+    }
     let cells = load_plan(&args.plan)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
     let target = Target::from_url(&url)?;
     let pool = cells
         .iter()
@@ -308,20 +377,23 @@ fn setup(args: Args) -> Result<Env, SetupError> {
         )));
     }
     if let Ok((200, body)) = sampler::http_get(&target, "/v1/models", Duration::from_secs(5)) {
-        let listed = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .is_some_and(|v| {
-                v["data"]
-                    .as_array()
-                    .is_some_and(|a| a.iter().any(|m| m["id"] == args.model.as_str()))
-            });
+        let v = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default();
+        let listed = v["data"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|m| m["id"] == args.model.as_str()));
         if !listed {
-            eprintln!(
+            say!(
                 "ctax-collect: warning: /v1/models does not list model {:?}",
                 args.model
             );
         }
+        if let Some(len) = max_model_len(&v, &args.model) {
+            check_plan_against_server(&cells, len, args.url.trim_end_matches('/'))?;
+        }
     }
+    // Only now, with the plan known to be servable, is anything created on disk.
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
     let mut args = args;
     if args.rt_priority > 0 {
         let prio = args.rt_priority;
@@ -329,7 +401,7 @@ fn setup(args: Args) -> Result<Env, SetupError> {
             .join()
             .unwrap_or_else(|_| Err("probe thread panicked".into()));
         if let Err(e) = probe {
-            eprintln!(
+            say!(
                 "ctax-collect: warning: no real-time scheduling (SCHED_FIFO {prio}: {e}); send lateness may suffer \
                  on a busy machine"
             );
@@ -372,10 +444,10 @@ fn setup(args: Args) -> Result<Env, SetupError> {
                     _ = term.recv() => {}
                 }
                 if interrupted.swap(true, Ordering::AcqRel) {
-                    eprintln!("ctax-collect: second signal, exiting now");
+                    say!("ctax-collect: second signal, exiting now");
                     std::process::exit(EXIT_INTERRUPTED);
                 }
-                eprintln!("ctax-collect: signal received: stopping, cancelling in-flight requests, writing files");
+                say!("ctax-collect: signal received: stopping, cancelling in-flight requests, writing files");
                 if let Ok(g) = current_cancel.lock()
                     && let Some(c) = g.as_ref()
                 {
@@ -386,6 +458,7 @@ fn setup(args: Args) -> Result<Env, SetupError> {
     }
     Ok(Env {
         args,
+        cells,
         target,
         io,
         rt,
@@ -399,7 +472,7 @@ fn move_aside(p: &Path) -> anyhow::Result<()> {
     if p.exists() {
         let aside = PathBuf::from(format!("{}.replaced-{}", p.display(), unix_ms()));
         std::fs::rename(p, &aside)?;
-        eprintln!(
+        say!(
             "ctax-collect: warning: {} existed; moved to {}",
             p.display(),
             aside.display()
@@ -546,7 +619,8 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
                 if conn >= max_fail {
                     *dead = Some(format!("{conn} connect errors in a row (last: {})", last()));
                 } else if fails >= max_fail {
-                    let h = sampler::probe_health(&env.target, Duration::from_secs(2));
+                    // Short: the main thread must get back to the cap check.
+                    let h = sampler::probe_health(&env.target, Duration::from_millis(500));
                     if sampler::health_ok(&h) {
                         *aborted = Some(format!(
                             "{fails} failed requests in a row (last: {})",
@@ -582,20 +656,32 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         .join()
         .map_err(|_| anyhow::anyhow!("the pacer thread panicked"))?;
 
-    // Drain: wait for every sent request to end, up to the hard cap.
+    // Drain: wait for every sent request to end, up to the hard cap; then cancel what is still
+    // in flight (each cancelled request still gets its record) and give the cancelled tasks
+    // a short grace to hand their records over.
     let mut drain_cut = 0u64;
+    let mut cancelled_at: Option<u64> = None;
+    let mut missing_records = 0u64;
     loop {
-        if counters.records.load(Ordering::Acquire) >= pstats.scheduled {
+        let records = counters.records.load(Ordering::Acquire);
+        if records >= pstats.scheduled {
             break;
         }
         if writer.is_finished() {
             // Only a crashed writer ends early; its join below reports it.
             break;
         }
+        if let Some(t) = cancelled_at
+            && monotonic_ns().saturating_sub(t) > CANCEL_GRACE_NS
+        {
+            missing_records = pstats.scheduled - records;
+            break;
+        }
         let stop_now = check_rules(&mut dead, &mut aborted, &mut interrupted);
         if !cancel.is_cancelled() && (stop_now || monotonic_ns() >= hard_end) {
             drain_cut = u64::from(io.inflight.load(Ordering::Relaxed));
             cancel.cancel();
+            cancelled_at = Some(monotonic_ns());
         }
         std::thread::sleep(Duration::from_millis(2));
         tick += 1;
@@ -636,6 +722,11 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         Some(format!(
             "max_cell_s={cap_s}s reached while draining; {drain_cut} in-flight requests cancelled"
         ))
+    } else if missing_records > 0 {
+        Some(format!(
+            "{missing_records} requests had no record {} s after they were cancelled",
+            CANCEL_GRACE_NS as f64 / 1e9
+        ))
     } else {
         wstats
             .io_error
@@ -675,7 +766,7 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         scrapes: sstats.scrapes,
         scrape_failures: sstats.failures,
     };
-    eprintln!(
+    say!(
         "ctax-collect: {key} {}: {} scheduled, {} sent, {} dropped, {} ok ({} measured), {} errors, {} cancelled; \
          send lateness p50/p99/max {:.0}/{:.0}/{:.0} µs; client CPU {:.1}%; {} scrapes ({} failed)",
         if health.complete {
@@ -698,13 +789,13 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         health.scrape_failures
     );
     if let Some(r) = &health.incomplete_reason {
-        eprintln!("ctax-collect:   reason: {r}");
+        say!("ctax-collect:   reason: {r}");
     }
     for e in &wstats.sample_errors {
-        eprintln!("ctax-collect:   e.g. {e}");
+        say!("ctax-collect:   e.g. {e}");
     }
     if wstats.estimated_token_records > 0 {
-        eprintln!(
+        say!(
             "ctax-collect:   note: {} streams carried no token_ids; 1 token per non-empty choice was assumed",
             wstats.estimated_token_records
         );

@@ -100,12 +100,26 @@ fn run(ctx: PacerCtx) -> PacerStats {
             stats.end = PacerEnd::Stopped;
             break;
         }
-        if rule_met(due) {
-            stats.end = PacerEnd::Done;
+        if due >= cfg.hard_end_ns {
+            // No further send fits before the cap. If the duration is already covered, the
+            // completions still on their way may meet the rule before the cap: wait for them
+            // (a cell whose rule is met in time is complete, not capped).
+            if due >= cfg.measure_end_ns {
+                let _ = waiter.wait_until(cfg.hard_end_ns, 20_000_000, || {
+                    !stop.load(Ordering::Relaxed) && !rule_met(due)
+                });
+            }
+            stats.end = if stop.load(Ordering::Acquire) {
+                PacerEnd::Stopped
+            } else if rule_met(due) && monotonic_ns() < cfg.hard_end_ns {
+                PacerEnd::Done
+            } else {
+                PacerEnd::HardCap
+            };
             break;
         }
-        if due >= cfg.hard_end_ns {
-            stats.end = PacerEnd::HardCap;
+        if rule_met(due) {
+            stats.end = PacerEnd::Done;
             break;
         }
         let waited = waiter.wait_until(due, 20_000_000, || {

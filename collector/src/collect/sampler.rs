@@ -43,10 +43,45 @@ impl Target {
 /// A blocking HTTP/1.0 GET (the server answers without chunking and closes). Returns the status
 /// and the body.
 pub fn http_get(t: &Target, path: &str, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
+    http_get_abortable(t, path, timeout, None)
+}
+
+/// Largest response body read (a /metrics scrape of a big server is ~100 KB).
+const MAX_RESPONSE: usize = 64 << 20;
+/// How often a blocked GET looks at its abort flag.
+const ABORT_POLL: Duration = Duration::from_millis(50);
+const ABORTED: &str = "abandoned: the cell ended";
+
+/// [`http_get`] that gives up within [`ABORT_POLL`] once `abort` is set (the cell ended: its
+/// sampler must not hold the cell open for a slow server) and never buffers more than
+/// [`MAX_RESPONSE`] bytes.
+pub fn http_get_abortable(
+    t: &Target,
+    path: &str,
+    timeout: Duration,
+    abort: Option<&AtomicBool>,
+) -> Result<(u16, Vec<u8>), String> {
+    let deadline = std::time::Instant::now() + timeout;
+    let aborted = || abort.is_some_and(|a| a.load(Ordering::Acquire));
     let addr = t.addr()?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
-    s.set_read_timeout(Some(timeout)).ok();
+    let slice = if abort.is_some() {
+        timeout.min(ABORT_POLL)
+    } else {
+        timeout
+    };
+    // One connect attempt (a retry loop of short attempts would fail on a link slower than the
+    // slice); an abortable GET gives it at most 1 s, since it cannot be interrupted.
+    let connect_limit = if abort.is_some() {
+        timeout.min(Duration::from_secs(1))
+    } else {
+        timeout
+    };
+    let mut s = TcpStream::connect_timeout(&addr, connect_limit)
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    if aborted() {
+        return Err(ABORTED.into());
+    }
+    s.set_read_timeout(Some(slice)).ok();
     s.set_write_timeout(Some(timeout)).ok();
     s.set_nodelay(true).ok();
     let req = format!(
@@ -56,8 +91,36 @@ pub fn http_get(t: &Target, path: &str, timeout: Duration) -> Result<(u16, Vec<u
     s.write_all(req.as_bytes())
         .map_err(|e| format!("sending GET {path}: {e}"))?;
     let mut buf = Vec::with_capacity(64 * 1024);
-    s.read_to_end(&mut buf)
-        .map_err(|e| format!("reading {path}: {e}"))?;
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                if buf.len() + n > MAX_RESPONSE {
+                    return Err(format!(
+                        "reading {path}: response over {MAX_RESPONSE} bytes"
+                    ));
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                if aborted() {
+                    return Err(ABORTED.into());
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(format!("reading {path}: timed out after {timeout:?}"));
+                }
+            }
+            Err(e) => return Err(format!("reading {path}: {e}")),
+        }
+    }
     parse_response(&buf).map_err(|e| format!("GET {path}: {e}"))
 }
 
@@ -116,8 +179,12 @@ pub fn health_ok(r: &Result<u16, String>) -> bool {
 
 /// One scrape as a `MetricsSample`.
 pub fn scrape(t: &Target, timeout: Duration) -> MetricsSample {
+    scrape_abortable(t, timeout, None)
+}
+
+fn scrape_abortable(t: &Target, timeout: Duration, abort: Option<&AtomicBool>) -> MetricsSample {
     let t_ns = monotonic_ns();
-    let res = http_get(t, "/metrics", timeout);
+    let res = http_get_abortable(t, "/metrics", timeout, abort);
     let scrape_ms = (monotonic_ns() - t_ns) as f64 / 1e6;
     let mut s = MetricsSample {
         t_ns,
@@ -153,6 +220,9 @@ pub struct SamplerStats {
     pub failures: u64,
     pub io_error: Option<String>,
 }
+
+/// How long the final scrape of a cell may take.
+const FINAL_SCRAPE: Duration = Duration::from_millis(300);
 
 pub struct SamplerCtx {
     pub target: Target,
@@ -192,17 +262,37 @@ fn run(ctx: SamplerCtx, file: std::fs::File) -> SamplerStats {
             }
             sleep_until_abs(tick.min(now + 20_000_000));
         }
-        // A final scrape when stopping gives the cell's end state.
-        let s = scrape(&ctx.target, timeout);
+        // A final scrape when stopping gives the cell's end state; it has FINAL_SCRAPE to
+        // answer. A scrape (or health probe) still running when the cell ends is abandoned
+        // within 50 ms and not recorded, so a slow server never holds the cell open.
+        let s = if stopping {
+            scrape(&ctx.target, FINAL_SCRAPE)
+        } else {
+            scrape_abortable(&ctx.target, timeout, Some(&ctx.stop))
+        };
+        if s.error.as_deref() == Some(ABORTED) {
+            continue;
+        }
         stats.scrapes += 1;
         if !s.ok {
             stats.failures += 1;
-            if health_ok(&probe_health(&ctx.target, Duration::from_secs(2))) {
-                health_failures = 0;
+            if stopping {
+                // No health probe for the final scrape: the cell is over.
             } else {
-                health_failures += 1;
-                if health_failures >= 3 {
-                    ctx.server_dead.store(true, Ordering::Release);
+                let h = http_get_abortable(
+                    &ctx.target,
+                    "/health",
+                    Duration::from_secs(2),
+                    Some(&ctx.stop),
+                )
+                .map(|(c, _)| c);
+                if health_ok(&h) {
+                    health_failures = 0;
+                } else if !ctx.stop.load(Ordering::Acquire) {
+                    health_failures += 1;
+                    if health_failures >= 3 {
+                        ctx.server_dead.store(true, Ordering::Release);
+                    }
                 }
             }
         } else {
