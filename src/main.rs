@@ -41,6 +41,15 @@ enum Cmd {
     ReferenceRates { root: PathBuf },
     /// Run a sweep against vLLM (stages 0-4); see `ctax run --help`.
     Run(connector_tax::orchestrate::RunArgs),
+    /// Merge the results roots of one sweep's shards (`ctax run --shard K/N`) into one root.
+    /// Refuses roots of different profiles and overlapping launches.
+    Merge {
+        #[arg(required = true)]
+        roots: Vec<PathBuf>,
+        /// The merged root (must not exist or be empty).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Compress a results root's raw JSONL with zstd (ingest reads .jsonl.zst).
     Archive {
         root: PathBuf,
@@ -129,6 +138,19 @@ fn run() -> anyhow::Result<ExitCode> {
             }
         }
         Cmd::Run(args) => return connector_tax::orchestrate::run(args),
+        Cmd::Merge { roots, out } => {
+            let m = connector_tax::orchestrate::merge::merge(&roots, &out)?;
+            for n in &m.notes {
+                eprintln!("note: {n}");
+            }
+            println!(
+                "merged {} run directories and {} manifest rows from {} roots into {}",
+                m.runs,
+                m.manifest_rows,
+                roots.len(),
+                out.display()
+            );
+        }
         Cmd::Archive { root, level } => {
             let (files, before, after) =
                 connector_tax::orchestrate::archive::compress_root(&root, level)?;

@@ -908,6 +908,7 @@ pub fn build(
             started_unix_ms: t0 + k * 60_000,
             duration_s: 240.0,
             host: Some("dash0".to_owned()),
+            placement: None,
         });
         preflight.configs.insert(
             c.to_owned(),
@@ -967,6 +968,7 @@ pub fn build(
                 started_unix_ms: start,
                 duration_s: dur,
                 host: Some("dash0".to_owned()),
+                placement: None,
             });
             let mut env = BTreeMap::new();
             env.insert("vllm_version".to_owned(), "0.11.2".to_owned());
