@@ -276,6 +276,45 @@ fn two_slots_run_side_by_side_balanced_with_disjoint_ports() {
     let md = std::fs::read_to_string(out.join("MANIFEST.md")).unwrap();
     assert!(md.contains("| slot |") && md.contains("(CUDA_VISIBLE_DEVICES=1)"));
     check_launches_exact(&out, 10);
+
+    // The analysis keeps the calibration launches out of the pooled cells, and the report's
+    // Cells table says where each launch ran.
+    let ds = connector_tax::ingest::load(&out).unwrap();
+    assert_eq!((ds.runs.len(), ds.calibration.len()), (4, 2));
+    let opts = connector_tax::analysis::AnalyzeOptions {
+        bootstrap: connector_tax::stats::BootstrapConfig {
+            resamples: 200,
+            ..Default::default()
+        },
+        skip_itl: true,
+    };
+    let (res, _) = connector_tax::analysis::analyze(&ds, &opts).unwrap();
+    let plain_a = res
+        .summary
+        .cells
+        .iter()
+        .find(|c| c.key.config == "plain" && c.launch.is_none())
+        .unwrap();
+    assert_eq!(plain_a.launches, vec![0, 1]);
+    assert_eq!(
+        plain_a
+            .gpus
+            .iter()
+            .map(|g| (g.launch, g.slot))
+            .collect::<BTreeSet<_>>(),
+        [(0, 0), (1, 1)].into_iter().collect()
+    );
+    let report = tmp.path().join("report");
+    connector_tax::report::render(&res, &report).unwrap();
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("<th>GPU</th>"));
+    assert!(
+        html.contains("<td>slot 0, device 0, slot 1, device 1</td>"),
+        "pooled row"
+    );
+    assert!(html.contains("<td>slot 1, device 1</td>"), "a launch row");
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("| Problems | GPU |"));
 }
 
 fn find_sim_pid(port: u16) -> Option<i32> {

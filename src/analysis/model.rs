@@ -137,6 +137,21 @@ pub struct CellStats {
     pub step: Option<StepStats>,
     /// Phase A only (pooled cells).
     pub saturation: Option<Saturation>,
+    /// Where each launch of this cell ran (`ctax run --gpus`); empty before slots existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<LaunchGpu>,
+}
+
+/// The GPU slot one launch of a cell ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchGpu {
+    pub launch: u32,
+    pub slot: u32,
+    /// `CUDA_VISIBLE_DEVICES` given to the server.
+    pub device: Option<String>,
+    /// As `nvidia-smi --query-gpu=index,uuid` reports them (null without nvidia-smi).
+    pub gpu_index: Option<u32>,
+    pub gpu_uuid: Option<String>,
 }
 
 /// Whether a tax's CI excludes zero.

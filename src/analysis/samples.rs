@@ -70,6 +70,8 @@ pub struct LaunchSamples {
     pub health: Option<CellHealth>,
     /// Step durations are only meaningful with a step log.
     pub n_steps: u64,
+    /// Where this launch's cell ran (GPU slot, GPU index/UUID); `None` before slots existed.
+    pub placement: Option<ctax_schema::Placement>,
 }
 
 /// All launches of one cell.
@@ -140,6 +142,7 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
         launch,
         run_dir: run_dir.to_owned(),
         health: rc.health.clone(),
+        placement: rc.placement.clone(),
         has_metrics: rc.has_metrics,
         has_steps: rc.has_steps,
         ..Default::default()

@@ -243,6 +243,7 @@ fn make_cell(s: &CellSpec<'_>, with_steps: bool) -> CellStats {
         client_cpu_pct: Some(3.0 + s.rate * 0.4),
         step,
         saturation: None,
+        gpus: Vec::new(),
     }
 }
 

@@ -37,6 +37,8 @@ pub struct ReportView {
     /// Shape taxes (Phase B and B').
     pub shape_taxes: Vec<ShapeTaxRow>,
     pub cell_groups: Vec<CellGroup>,
+    /// The Cells table has a GPU column (some launch recorded its GPU slot).
+    pub show_gpus: bool,
     pub conventions: Vec<(String, String)>,
     pub warnings: Vec<String>,
     pub provenance: Provenance,
@@ -133,6 +135,9 @@ pub struct CellRow {
     pub health: String,
     /// True when the cell is incomplete or had errors (highlighted).
     pub flagged: bool,
+    /// Where the launches ran: `GPU 1 (3f2a9c1e)` (nvidia-smi index and the UUID's first 8 hex
+    /// digits), or `slot 1, device 1` without nvidia-smi; distinct values joined.
+    pub gpu: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -299,6 +304,7 @@ impl ReportView {
             ref_taxes: ref_tax_rows(r),
             shape_taxes: shape_tax_rows(r),
             cell_groups: cell_groups(r),
+            show_gpus: s.cells.iter().any(|c| !c.gpus.is_empty()),
             conventions: vec![
                 (
                     "Percentile estimator".to_owned(),
@@ -569,6 +575,26 @@ fn phase_name(p: Phase) -> &'static str {
     }
 }
 
+/// `GPU 1 (3f2a9c1e)` or `slot 1, device 1` for one launch's GPU.
+pub fn gpu_label(g: &crate::analysis::model::LaunchGpu) -> String {
+    match (g.gpu_index, &g.gpu_uuid) {
+        (Some(i), Some(u)) => {
+            let short: String = u
+                .trim_start_matches("GPU-")
+                .chars()
+                .filter(|c| c.is_ascii_hexdigit())
+                .take(8)
+                .collect();
+            format!("GPU {i} ({short})")
+        }
+        (Some(i), None) => format!("GPU {i}"),
+        _ => match &g.device {
+            Some(d) => format!("slot {}, device {d}", g.slot),
+            None => format!("slot {}", g.slot),
+        },
+    }
+}
+
 fn cell_row(c: &CellStats) -> CellRow {
     let sat = match &c.saturation {
         None => String::new(),
@@ -632,6 +658,12 @@ fn cell_row(c: &CellStats) -> CellRow {
         saturation: sat,
         health: health.join("; "),
         flagged,
+        gpu: {
+            let mut labels: Vec<String> = c.gpus.iter().map(gpu_label).collect();
+            labels.sort();
+            labels.dedup();
+            labels.join(", ")
+        },
     }
 }
 
@@ -850,5 +882,33 @@ fn shell_word(s: &str) -> String {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::model::LaunchGpu;
+
+    #[test]
+    fn gpu_labels() {
+        let g = |gpu_index, gpu_uuid: Option<&str>, device: Option<&str>| LaunchGpu {
+            launch: 0,
+            slot: 1,
+            device: device.map(str::to_owned),
+            gpu_index,
+            gpu_uuid: gpu_uuid.map(str::to_owned),
+        };
+        assert_eq!(
+            gpu_label(&g(
+                Some(1),
+                Some("GPU-3f2a9c1e-77aa-4b1c-9d00-0123456789ab"),
+                Some("1")
+            )),
+            "GPU 1 (3f2a9c1e)"
+        );
+        assert_eq!(gpu_label(&g(Some(0), None, None)), "GPU 0");
+        assert_eq!(gpu_label(&g(None, None, Some("1"))), "slot 1, device 1");
+        assert_eq!(gpu_label(&g(None, None, None)), "slot 1");
     }
 }
