@@ -304,9 +304,24 @@ fn two_slots_run_side_by_side_balanced_with_disjoint_ports() {
             .collect::<BTreeSet<_>>(),
         [(0, 0), (1, 1)].into_iter().collect()
     );
+    // The calibration round gives one plain-vs-plain row per Phase A rate: slot 1 against slot 0.
+    let cal = &res.summary.calibration;
+    assert_eq!(
+        cal.iter().map(|r| r.cell.as_str()).collect::<BTreeSet<_>>(),
+        ["r16_i512_o32", "r4_i512_o32", "r8_i512_o32"]
+            .into_iter()
+            .collect()
+    );
+    for r in cal {
+        assert_eq!((r.reference[0].slot, r.other[0].slot), (0, 1));
+        assert_eq!((r.reference[0].launch, r.other[0].launch), (1000, 1001));
+        assert!(r.n_reference >= 10 && r.n_other >= 10);
+        assert!(r.ttft_p90.value.lo.is_some() && r.ttft_p90.value.hi.is_some());
+    }
     let report = tmp.path().join("report");
     connector_tax::report::render(&res, &report).unwrap();
     let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("id=\"taxes-calibration\""));
     assert!(html.contains("<th>GPU</th>"));
     assert!(
         html.contains("<td>slot 0, device 0, slot 1, device 1</td>"),

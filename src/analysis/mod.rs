@@ -6,8 +6,10 @@
 //! | what numbers does a cell have? | [`samples`] (extraction), [`cells`] (statistics) |
 //! | when is a rate saturated? which are ref_safe / ref_load? | [`saturation`] |
 //! | what is a tax? | [`taxes`] |
+//! | do the GPUs of one host differ (plain vs plain)? | [`calibration`] |
 //! | what do the output files contain? | [`model`] |
 
+pub mod calibration;
 pub mod cells;
 pub mod conventions;
 pub mod model;
@@ -79,6 +81,8 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(AnalysisR
     let (hypotheses, success_criteria) =
         crate::verdicts::evaluate(&engine, &reference_rates, &dataset, &cells, ds);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
+    let (calibration, cal_warnings) = calibration::compare(&rep, &ds.calibration);
+    warnings.extend(cal_warnings);
     let summary = AnalysisSummary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -88,6 +92,7 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(AnalysisR
         per_launch,
         reference_rates,
         taxes: tax_list,
+        calibration,
         warnings,
     };
     let verdicts = Verdicts {

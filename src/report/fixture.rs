@@ -1052,6 +1052,7 @@ pub fn build(
             notes,
         },
         taxes: tax_list,
+        calibration: Vec::new(),
         warnings: vec![
             "nixl_both/A/r32_i4096_o256: 212 requests dropped at the in-flight cap (256)".to_owned(),
             "plain/B/r4_i32768_o1024: cell extended to 118 s to reach 200 completed requests".to_owned(),

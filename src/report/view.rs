@@ -39,6 +39,9 @@ pub struct ReportView {
     pub cell_groups: Vec<CellGroup>,
     /// The Cells table has a GPU column (some launch recorded its GPU slot).
     pub show_gpus: bool,
+    /// GPU-to-GPU calibration rows (plain vs plain between GPUs); empty without a calibration
+    /// round.
+    pub calibration: Vec<CalibrationView>,
     pub conventions: Vec<(String, String)>,
     pub warnings: Vec<String>,
     pub provenance: Provenance,
@@ -83,6 +86,21 @@ pub struct TaxCell {
     pub class: String,
     /// Short marker for Markdown: empty, or ` (n.d.)` / ` (faster)`.
     pub mark: String,
+}
+
+/// One GPU-to-GPU calibration row as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrationView {
+    pub rate: String,
+    pub shape: String,
+    pub host: String,
+    pub reference: String,
+    pub other: String,
+    /// Measured requests: reference / other.
+    pub n: String,
+    pub ttft: TaxCell,
+    pub tpot: TaxCell,
+    pub detectable: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -305,6 +323,7 @@ impl ReportView {
             shape_taxes: shape_tax_rows(r),
             cell_groups: cell_groups(r),
             show_gpus: s.cells.iter().any(|c| !c.gpus.is_empty()),
+            calibration: s.calibration.iter().map(calibration_view).collect(),
             conventions: vec![
                 (
                     "Percentile estimator".to_owned(),
@@ -481,6 +500,25 @@ fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
     }
 }
 
+fn calibration_view(c: &crate::analysis::model::CalibrationRow) -> CalibrationView {
+    let names = |g: &[crate::analysis::model::LaunchGpu]| {
+        let mut v: Vec<String> = g.iter().map(gpu_label).collect();
+        v.dedup();
+        v.join(", ")
+    };
+    CalibrationView {
+        rate: fmt::rate(c.rate),
+        shape: format!("{}/{}", c.input_len, c.output_len),
+        host: c.host.clone().unwrap_or_default(),
+        reference: names(&c.reference),
+        other: names(&c.other),
+        n: format!("{} / {}", c.n_reference, c.n_other),
+        ttft: tax_cell(Some(&c.ttft_p90)),
+        tpot: tax_cell(Some(&c.tpot_p90)),
+        detectable: if c.detectable { "yes" } else { "no" }.to_owned(),
+    }
+}
+
 fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
     let find = |c: &str, k: TaxContext| {
         r.summary
@@ -577,22 +615,7 @@ fn phase_name(p: Phase) -> &'static str {
 
 /// `GPU 1 (3f2a9c1e)` or `slot 1, device 1` for one launch's GPU.
 pub fn gpu_label(g: &crate::analysis::model::LaunchGpu) -> String {
-    match (g.gpu_index, &g.gpu_uuid) {
-        (Some(i), Some(u)) => {
-            let short: String = u
-                .trim_start_matches("GPU-")
-                .chars()
-                .filter(|c| c.is_ascii_hexdigit())
-                .take(8)
-                .collect();
-            format!("GPU {i} ({short})")
-        }
-        (Some(i), None) => format!("GPU {i}"),
-        _ => match &g.device {
-            Some(d) => format!("slot {}, device {d}", g.slot),
-            None => format!("slot {}", g.slot),
-        },
-    }
+    g.to_string()
 }
 
 fn cell_row(c: &CellStats) -> CellRow {
