@@ -33,6 +33,14 @@
 #   CTAX_LMCACHE_CONFIG_FILE    LMCACHE_CONFIG_FILE (default unset)
 #   CTAX_LMCACHE_KV_ROLE        kv_role of LMCacheConnectorV1 (default kv_both)
 #   CTAX_NOOP_KV_ROLE           kv_role of the no-op connector (default kv_producer; seed: kv_both)
+#   CTAX_VLLM_PORT              VLLM_PORT: first of vLLM's internal ports (it scans upward from
+#                               it); unset = vLLM's default (kernel-chosen ports). Every config.
+#   CTAX_LMCACHE_INTERNAL_API_PORT  LMCACHE_INTERNAL_API_SERVER_PORT_START (LMCache's own API
+#                               server, off by default; uses it and the next TP ports if enabled)
+#   CTAX_RPC_DIR                VLLM_RPC_BASE_PATH (created): vLLM's and LMCache's ZMQ IPC
+#                               sockets; unset = vLLM's default (the temp directory)
+#   (ctax run --gpus gives each slot its own value of every port above, CUDA_VISIBLE_DEVICES,
+#   CTAX_RPC_DIR and VLLM_CACHE_ROOT; see DESIGN.md "Slots")
 #   CTAX_DRY_RUN=1 or --dry-run write launch.sh (if CTAX_RUN_DIR is set) and print it; no exec
 # PYTHONPATH gets <repo>/tools prepended for every config (the no-op connector is imported from
 # there in the API-server, EngineCore and worker processes); an existing PYTHONPATH is kept.
@@ -121,6 +129,9 @@ ctax_resolve_defaults() {
   [[ "$CTAX_PORT" =~ ^[0-9]+$ ]] || ctax_die "CTAX_PORT must be a number"
   [[ "$CTAX_MOONCAKE_BOOTSTRAP_PORT" =~ ^[0-9]+$ ]] || ctax_die "CTAX_MOONCAKE_BOOTSTRAP_PORT must be a number"
   [[ "$CTAX_NIXL_PORT" =~ ^[0-9]+$ ]] || ctax_die "CTAX_NIXL_PORT must be a number"
+  [[ -z "${CTAX_VLLM_PORT:-}" || "$CTAX_VLLM_PORT" =~ ^[0-9]+$ ]] || ctax_die "CTAX_VLLM_PORT must be a number"
+  [[ -z "${CTAX_LMCACHE_INTERNAL_API_PORT:-}" || "$CTAX_LMCACHE_INTERNAL_API_PORT" =~ ^[0-9]+$ ]] \
+    || ctax_die "CTAX_LMCACHE_INTERNAL_API_PORT must be a number"
   ctax_check_role "$CTAX_LMCACHE_KV_ROLE"
   ctax_check_role "$CTAX_NOOP_KV_ROLE"
 }
@@ -174,6 +185,9 @@ ctax_env_lmcache() {
   export LMCACHE_LOCAL_CPU="$CTAX_LMCACHE_LOCAL_CPU"
   export LMCACHE_MAX_LOCAL_CPU_SIZE="$CTAX_LMCACHE_MAX_LOCAL_CPU_SIZE"
   if [[ -n "${CTAX_LMCACHE_CONFIG_FILE:-}" ]]; then export LMCACHE_CONFIG_FILE="$CTAX_LMCACHE_CONFIG_FILE"; fi
+  if [[ -n "${CTAX_LMCACHE_INTERNAL_API_PORT:-}" ]]; then
+    export LMCACHE_INTERNAL_API_SERVER_PORT_START="$CTAX_LMCACHE_INTERNAL_API_PORT"
+  fi
 }
 
 # Sets CTAX_KV_JSON (empty for plain) and exports the connector's environment.
@@ -204,6 +218,12 @@ ctax_build() {
   ctax_config_setup "$config"
 
   export PYTHONPATH="$CTAX_REPO/tools${PYTHONPATH:+:$PYTHONPATH}"
+  # vLLM's internal ports and IPC directory (one per GPU slot; every config alike).
+  if [[ -n "${CTAX_VLLM_PORT:-}" ]]; then export VLLM_PORT="$CTAX_VLLM_PORT"; fi
+  if [[ -n "${CTAX_RPC_DIR:-}" ]]; then
+    mkdir -p "$CTAX_RPC_DIR" 2>/dev/null || ctax_die "cannot create CTAX_RPC_DIR $CTAX_RPC_DIR"
+    export VLLM_RPC_BASE_PATH="$CTAX_RPC_DIR"
+  fi
   if [[ -n "${CTAX_STEP_LOG:-}" ]]; then
     export AGENTIC_STEP_LOG_PATH="$CTAX_STEP_LOG"
   else
@@ -276,7 +296,7 @@ ctax_launch() {
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --dry-run) dry=1; shift ;;
-      -h|--help) sed -n '2,40p' "$CTAX_LAUNCH_DIR/common.sh" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$CTAX_LAUNCH_DIR/common.sh"; exit 0 ;;
       *) ctax_die "unknown argument '$1' (use CTAX_EXTRA_ARGS for vLLM flags)" ;;
     esac
   done

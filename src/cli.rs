@@ -50,6 +50,15 @@ pub enum Cmd {
     ReferenceRates { root: PathBuf },
     /// Run a sweep against vLLM (stages 0-4); see `ctax run --help`.
     Run(crate::orchestrate::RunArgs),
+    /// Merge the results roots of one sweep's shards (`ctax run --shard K/N`) into one root.
+    /// Refuses roots of different profiles and overlapping launches.
+    Merge {
+        #[arg(required = true)]
+        roots: Vec<PathBuf>,
+        /// The merged root (must not exist or be empty).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Compress a results root's raw JSONL with zstd (ingest reads .jsonl.zst).
     Archive {
         root: PathBuf,

@@ -48,6 +48,19 @@ fn run() -> anyhow::Result<ExitCode> {
             }
         }
         Cmd::Run(args) => return connector_tax::orchestrate::run(args),
+        Cmd::Merge { roots, out } => {
+            let m = connector_tax::orchestrate::merge::merge(&roots, &out)?;
+            for n in &m.notes {
+                eprintln!("note: {}", ctax_schema::text::escape_controls(n));
+            }
+            println!(
+                "merged {} run directories and {} manifest rows from {} roots into {}",
+                m.runs,
+                m.manifest_rows,
+                roots.len(),
+                out.display()
+            );
+        }
         Cmd::Archive { root, level } => {
             let rep = connector_tax::orchestrate::archive::compress_root(&root, level)?;
             println!(

@@ -260,6 +260,7 @@ fn write_run(
         port: 0,
         extra: serde_json::json!({"generator": "connector_tax::synth", "ttft_mult": cfg.ttft_mult, "tpot_mult": cfg.tpot_mult}),
         simulated: true,
+        placement: None,
     };
     crate::fsutil::write_json_atomic(&dir.join("config.json"), &rc)?;
     for (f, body) in [

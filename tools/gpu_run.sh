@@ -5,8 +5,11 @@
 # On the GPU machine, in the checkout, one call each:
 #   bash .device-stage/gpu-setup.sh receive      (once per part, carrying one part each)
 #   bash tools/gpu_run.sh start PROFILE OUT [ctax run args...]   (carry .gpu; installs vLLM,
-#        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached)
+#        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
+#        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
+#        --skip-stage 4, --shard 1/2, --port-offset 1000)
 #   bash tools/gpu_run.sh wait SECONDS OUT       (sleeps until the sweep ends or SECONDS pass; log tail)
+#   bash tools/gpu_run.sh stop OUT               (SIGINT to the sweep: every slot's server stopped, data kept)
 #   bash tools/gpu_run.sh fetch OUT DEST         (compresses raw JSONL, tars OUT into DEST, <16 MiB parts)
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,20 +28,32 @@ case "$cmd" in
     mkdir -p "$REPO/target/release"
     tar xzf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release"
     mkdir -p "$out"
-    nvidia-smi -L || true
+    # The GPUs as ctax records them (index, UUID); ctax reads the same query per slot.
+    nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader || echo "nvidia-smi: not available"
     setsid nohup "$REPO/target/release/ctax" run --profile "$profile" --out "$out" "$@" \
       > "$out.log" 2>&1 < /dev/null &
+    echo $! > "$out.pid"
     echo "started ctax run (pid $!), log $out.log"
     sleep 20; tail -20 "$out.log" ;;
   wait)
     secs=${1:?seconds}; out=${2:?results root}
+    pid=$(cat "$out.pid" 2>/dev/null || echo 0)
+    running() { [[ "$pid" != 0 ]] && kill -0 "$pid" 2>/dev/null; }
     end=$((SECONDS + secs))
     while (( SECONDS < end )); do
-      pgrep -f "ctax run" >/dev/null || break
+      running || break
       sleep 5
     done
-    pgrep -f "ctax run" >/dev/null && echo "STILL RUNNING" || echo "FINISHED"
+    if running; then echo "STILL RUNNING"; else echo "FINISHED"; fi
     tail -40 "$out.log" ;;
+  stop)
+    # Ctrl-C for the detached sweep: SIGINT to ctax run, which stops every slot's server, keeps
+    # the data and exits 130; resume later with the same start command.
+    out=${1:?results root}
+    pid=$(cat "$out.pid")
+    kill -INT "$pid"
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    tail -20 "$out.log" ;;
   fetch)
     out=${1:?results root}; dest=${2:?destination dir}
     "$REPO/target/release/ctax" archive "$out"
@@ -50,5 +65,5 @@ case "$cmd" in
       rm "$dest/results.tgz"
     fi
     ls -la "$dest" ;;
-  *) echo "usage: $0 pack | start PROFILE OUT [args] | wait SECONDS OUT | fetch OUT DEST" >&2; exit 2 ;;
+  *) echo "usage: $0 pack | start PROFILE OUT [args] | wait SECONDS OUT | stop OUT | fetch OUT DEST" >&2; exit 2 ;;
 esac

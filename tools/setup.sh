@@ -5,6 +5,8 @@
 #   - the tiny random-weight model: tools/make_tiny_model.py -> .cache/tiny-llama/ (or $CTAX_TINY_MODEL)
 #   - Debian's Chromium for the report's browser check: tools/install_chromium.sh
 #   - shellcheck (static checks of the shell scripts), pyarrow (reads the Parquet export)
+#   - Debian's slurm-wlm and munge: tests/slurm_sim.rs starts a private one-node Slurm cluster
+#     on localhost and runs the shipped sbatch scripts (launch/slurm/) through it
 # Rust itself (cargo) is the machine's toolchain; `cargo` fetches the crates.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,5 +33,12 @@ if ! command -v shellcheck >/dev/null 2>&1; then
   echo "[setup] shellcheck"
   (apt-get install -y -q shellcheck >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q shellcheck >/dev/null)) \
     || echo "[setup] warning: shellcheck could not be installed; static shell checks will only run bash -n"
+fi
+if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
+  echo "[setup] slurm-wlm + munge (Slurm scripts test)"
+  pkgs=(slurm-wlm munge)
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null 2>&1 \
+    || (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null)) \
+    || echo "[setup] warning: slurm-wlm/munge could not be installed; tests/slurm_sim.rs will fail under CTAX_REQUIRE_SLURM=1"
 fi
 echo "[setup] done in $((SECONDS - t0)) s"

@@ -6,7 +6,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
-mapfile -t sh < <(git ls-files '*.sh' .ci/run)
+mapfile -t sh < <(git ls-files '*.sh' '*.sbatch' .ci/run)
 for f in "${sh[@]}"; do bash -n "$f"; done
 if command -v shellcheck >/dev/null 2>&1; then shellcheck -x "${sh[@]}"; else echo "shellcheck not installed: skipped"; fi
 mapfile -t py < <(git ls-files '*.py')

@@ -160,6 +160,19 @@ pub fn cell_stats(
         client_cpu_pct: worst(|h| h.client_cpu_pct),
         step,
         saturation: None,
+        gpus: launches
+            .iter()
+            .filter_map(|l| {
+                let p = l.placement.as_ref()?;
+                Some(super::model::LaunchGpu {
+                    launch: l.launch,
+                    slot: p.slot,
+                    device: p.cuda_visible_devices.clone(),
+                    gpu_index: p.gpu_index,
+                    gpu_uuid: p.gpu_uuid.clone(),
+                })
+            })
+            .collect(),
     }
 }
 

@@ -7,9 +7,11 @@
 //! | what numbers does a cell have? | [`samples`] (extraction), [`cells`] (statistics) |
 //! | when is a rate saturated? which are ref_safe / ref_load? | [`saturation`] |
 //! | what is a tax? | [`taxes`] |
+//! | do the GPUs of one host differ (plain vs plain)? | [`calibration`] |
 //! | which conventions do the numbers follow? | [`conventions`] |
 //! | what do the output files contain? | [`model`] |
 
+pub mod calibration;
 pub mod cells;
 pub mod conventions;
 pub mod model;
@@ -135,6 +137,8 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> 
     let tax_list = TaxEngine::new(&rep, &samples, &cells).all(&reference_rates);
     let dataset = dataset_info(ds, &cells);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
+    let (calibration, cal_warnings) = calibration::compare(&rep, &ds.calibration);
+    warnings.extend(cal_warnings);
     let summary = AnalysisSummary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -144,6 +148,7 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> 
         per_launch,
         reference_rates,
         taxes: tax_list,
+        calibration,
         warnings,
     };
     Ok(Analysis {

@@ -138,6 +138,66 @@ pub struct CellStats {
     pub step: Option<StepStats>,
     /// Phase A only (pooled cells).
     pub saturation: Option<Saturation>,
+    /// Where each launch of this cell ran (`ctax run --gpus`); empty before slots existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<LaunchGpu>,
+}
+
+/// The GPU slot one launch of a cell ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchGpu {
+    pub launch: u32,
+    pub slot: u32,
+    /// `CUDA_VISIBLE_DEVICES` given to the server.
+    pub device: Option<String>,
+    /// As `nvidia-smi --query-gpu=index,uuid` reports them (null without nvidia-smi).
+    pub gpu_index: Option<u32>,
+    pub gpu_uuid: Option<String>,
+}
+
+/// `GPU 1 (3f2a9c1e)` (nvidia-smi index and the UUID's first 8 hex digits), `GPU 1`, or
+/// `slot 1, device 1` where nvidia-smi was absent.
+impl std::fmt::Display for LaunchGpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.gpu_index, &self.gpu_uuid) {
+            (Some(i), Some(u)) => {
+                let short: String = u
+                    .trim_start_matches("GPU-")
+                    .chars()
+                    .filter(|c| c.is_ascii_hexdigit())
+                    .take(8)
+                    .collect();
+                write!(f, "GPU {i} ({short})")
+            }
+            (Some(i), None) => write!(f, "GPU {i}"),
+            _ => match &self.device {
+                Some(d) => write!(f, "slot {}, device {d}", self.slot),
+                None => write!(f, "slot {}", self.slot),
+            },
+        }
+    }
+}
+
+/// Plain against plain on two GPUs of one host in one Phase A cell, from the calibration round
+/// (plain on every GPU at once): `p90(other)/p90(reference) − 1` with 95% CIs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationRow {
+    pub phase: Phase,
+    pub cell: String,
+    pub rate: f64,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub host: Option<String>,
+    /// The host's lowest GPU slot, and the GPU compared with it (their launches).
+    pub reference: Vec<LaunchGpu>,
+    pub other: Vec<LaunchGpu>,
+    /// Measured requests on each side.
+    pub n_reference: u64,
+    pub n_other: u64,
+    pub ttft_p90: TaxValue,
+    pub tpot_p90: TaxValue,
+    /// Either CI excludes 0 (a warning says so).
+    pub detectable: bool,
 }
 
 /// Whether a tax's CI excludes zero.
@@ -249,6 +309,9 @@ pub struct AnalysisSummary {
     pub per_launch: Vec<CellStats>,
     pub reference_rates: ReferenceRates,
     pub taxes: Vec<Tax>,
+    /// GPU-to-GPU calibration (plain vs plain between GPUs); empty without a calibration round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calibration: Vec<CalibrationRow>,
     /// Non-fatal problems (truncated lines, missing files, incomplete cells …).
     pub warnings: Vec<String>,
 }

@@ -70,6 +70,8 @@ pub struct LaunchSamples {
     pub health: Option<CellHealth>,
     /// Step durations are only meaningful with a step log.
     pub n_steps: u64,
+    /// Where this launch's cell ran (GPU slot, GPU index/UUID); `None` before slots existed.
+    pub placement: Option<ctax_schema::Placement>,
 }
 
 /// All launches of one cell.
@@ -94,8 +96,12 @@ impl CellSamples {
 /// Groups every run's cells by (config, phase, cell) and extracts the samples.
 /// `with_itl = false` skips the (large) pooled inter-token gaps.
 pub fn extract(ds: &Dataset, with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
-    let jobs: Vec<(&crate::ingest::Run, &Phase, &String, &RunCell)> = ds
-        .runs
+    extract_runs(&ds.runs, with_itl)
+}
+
+/// [`extract`] over any runs (e.g. the dataset's calibration launches).
+pub fn extract_runs(runs: &[crate::ingest::Run], with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
+    let jobs: Vec<(&crate::ingest::Run, &Phase, &String, &RunCell)> = runs
         .iter()
         .flat_map(|run| run.cells.iter().map(move |((p, c), rc)| (run, p, c, rc)))
         .filter(|(_, p, _, rc)| **p != Phase::Preflight && rc.has_requests)
@@ -140,6 +146,7 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
         launch,
         run_dir: run_dir.to_owned(),
         health: rc.health.clone(),
+        placement: rc.placement.clone(),
         has_metrics: rc.has_metrics,
         has_steps: rc.has_steps,
         ..Default::default()

@@ -3,8 +3,9 @@
 //! the Parquet export that pandas/pyarrow read.
 //!
 //! Tables (one row per …):
-//! - `requests`: request record, with derived `ttft_ms`, `tpot_ms`, `e2e_ms` and the event
-//!   arrays as list columns `event_t_ns` / `event_tokens`;
+//! - `requests`: request record, with derived `ttft_ms`, `tpot_ms`, `e2e_ms`, the event
+//!   arrays as list columns `event_t_ns` / `event_tokens`, and where its cell ran (`slot`,
+//!   `gpu_index`, `gpu_uuid`; null before slots existed);
 //! - `metrics`: (scrape, series) in long form: `kind` ∈ {gauge, counter, histogram};
 //! - `steps`: engine step.
 
@@ -88,6 +89,9 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
     let mut status = Vec::with_capacity(n);
     let mut http = Vec::with_capacity(n);
     let mut error = Vec::with_capacity(n);
+    let mut slot: Vec<Option<u32>> = Vec::with_capacity(n);
+    let mut gpu_index: Vec<Option<u32>> = Vec::with_capacity(n);
+    let mut gpu_uuid: Vec<Option<String>> = Vec::with_capacity(n);
     let mut ev_t = ListPrimitiveChunkedBuilder::<UInt64Type>::new(
         "event_t_ns".into(),
         n,
@@ -104,7 +108,11 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
     let mut buf_k: Vec<u32> = Vec::new();
     for r in &ds.runs {
         for ((ph, c), rc) in &r.cells {
+            let place = rc.placement.as_ref();
             for q in &rc.requests {
+                slot.push(place.map(|p| p.slot));
+                gpu_index.push(place.and_then(|p| p.gpu_index));
+                gpu_uuid.push(place.and_then(|p| p.gpu_uuid.clone()));
                 request_id.push(q.request_id.clone());
                 ids.push(r, *ph, c);
                 rate.push(q.rate);
@@ -155,6 +163,10 @@ pub fn requests_frame(ds: &Dataset, with_events: bool) -> PolarsResult<DataFrame
                 str_col("status", status),
                 Column::new("http_status".into(), http),
                 Column::new("error".into(), error),
+                // Where the request's cell ran (null before slots existed).
+                Column::new("slot".into(), slot),
+                Column::new("gpu_index".into(), gpu_index),
+                Column::new("gpu_uuid".into(), gpu_uuid),
             ])
             .collect(),
     )?;

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use ctax_schema::{
-    CellHealth, FileKind, ManifestRow, MetricsSample, Phase, PreflightStatus, ReferenceRates,
-    RequestRecord, RunConfig, RunSummary, StepRecord, parse_file_name,
+    CellHealth, FileKind, ManifestRow, MetricsSample, Phase, Placement, PreflightStatus,
+    ReferenceRates, RequestRecord, RunConfig, RunSummary, StepRecord, parse_file_name,
 };
 use rayon::prelude::*;
 
@@ -26,6 +26,9 @@ pub struct RunCell {
     pub metrics: Vec<MetricsSample>,
     pub steps: Vec<StepRecord>,
     pub health: Option<CellHealth>,
+    /// Where the cell was measured (GPU slot, GPU index/UUID, CPU set): `summary.json`'s
+    /// per-cell placement, else the run's; `None` for runs made before slots existed.
+    pub placement: Option<Placement>,
     /// Which raw files were present.
     pub has_requests: bool,
     pub has_metrics: bool,
@@ -53,13 +56,28 @@ impl Run {
     pub fn simulated(&self) -> bool {
         self.run_config.as_ref().is_some_and(|c| c.simulated)
     }
+
+    /// Where the (latest) launch in this directory ran; `None` before slots existed.
+    pub fn placement(&self) -> Option<&Placement> {
+        self.run_config.as_ref().and_then(|c| c.placement.as_ref())
+    }
+
+    /// A launch of the GPU-to-GPU calibration round (plain on every slot at once).
+    pub fn is_calibration(&self) -> bool {
+        self.placement().is_some_and(|p| p.calibration)
+    }
 }
 
 /// A whole results root.
 #[derive(Debug, Clone)]
 pub struct Dataset {
     pub root: PathBuf,
+    /// Every run that counts in the statistics and taxes.
     pub runs: Vec<Run>,
+    /// Calibration launches (plain on every GPU slot at once, `ctax run` with
+    /// `slots.plain_on_every_slot`): kept out of `runs` so each config's launches stay balanced;
+    /// compared between GPUs by the analysis.
+    pub calibration: Vec<Run>,
     pub preflight: Option<PreflightStatus>,
     pub reference_rates: Option<ReferenceRates>,
     pub manifest: Vec<ManifestRow>,
@@ -108,6 +126,7 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
         runs.push(run);
     }
     runs.sort_by(|a, b| a.dir_name.cmp(&b.dir_name));
+    let (calibration, runs): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(Run::is_calibration);
 
     let preflight = read_json_opt::<PreflightStatus>(
         &root.join("preflight/preflight_status.json"),
@@ -129,6 +148,7 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
     Ok(Dataset {
         root: root.to_path_buf(),
         runs,
+        calibration,
         preflight,
         reference_rates,
         manifest,
@@ -275,6 +295,13 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
             }
         }
     }
+    let run_placement = run_config.as_ref().and_then(|c| c.placement.clone());
+    for ((phase, cell), rc) in cells.iter_mut() {
+        rc.placement = summary
+            .as_ref()
+            .and_then(|s| s.placement.get(&format!("{phase}/{cell}")).cloned())
+            .or_else(|| run_placement.clone());
+    }
     for ((phase, cell), rc) in &cells {
         if !rc.has_requests {
             warnings.push(format!(
@@ -332,6 +359,102 @@ enum Parsed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cell rerun on another slot keeps its own placement (summary.json's, per cell); the
+    /// others fall back to config.json's; calibration launches are kept apart.
+    #[test]
+    fn placement_per_cell_and_calibration_runs_apart() {
+        use ctax_schema::{Phase, Status};
+        let tmp = tempfile::tempdir().unwrap();
+        let place = |slot: u32, calibration: bool| Placement {
+            slot,
+            slots: 2,
+            calibration,
+            ..Default::default()
+        };
+        for (name, cal) in [
+            ("20260101-000000_plain_l0", false),
+            ("20260101-000001_plain_l1000", true),
+        ] {
+            let d = tmp.path().join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            let rc = RunConfig {
+                schema_version: 1,
+                config: "plain".into(),
+                launch: if cal { 1000 } else { 0 },
+                run_dir: name.into(),
+                phases: vec![Phase::A],
+                cells: vec![],
+                model: "m".into(),
+                served_model_name: "m".into(),
+                port: 1,
+                extra: serde_json::json!({"stage": "A"}),
+                simulated: true,
+                placement: Some(place(0, cal)),
+            };
+            std::fs::write(d.join("config.json"), serde_json::to_vec(&rc).unwrap()).unwrap();
+            let mut summary = RunSummary::default();
+            summary.placement.insert("A/r4_i8_o8".into(), place(1, cal));
+            std::fs::write(
+                d.join("summary.json"),
+                serde_json::to_vec(&summary).unwrap(),
+            )
+            .unwrap();
+            for cell in ["r4_i8_o8", "r8_i8_o8"] {
+                let r = RequestRecord {
+                    request_id: ctax_schema::request_id("plain", rc.launch, Phase::A, cell, 0),
+                    config: "plain".into(),
+                    launch: rc.launch,
+                    phase: Phase::A,
+                    cell: cell.into(),
+                    rate: 4.0,
+                    input_len: 8,
+                    output_len: 8,
+                    seq: 0,
+                    t_intended_ns: 1,
+                    t_send_ns: Some(1),
+                    t_first_token_ns: Some(2),
+                    t_last_token_ns: Some(3),
+                    t_end_ns: Some(3),
+                    events: vec![],
+                    prompt_tokens: Some(8),
+                    completion_tokens: Some(8),
+                    inflight_at_send: 0,
+                    warmup: false,
+                    status: Status::Ok,
+                    http_status: Some(200),
+                    error: None,
+                };
+                let mut line = serde_json::to_vec(&r).unwrap();
+                line.push(b'\n');
+                std::fs::write(d.join(format!("requests_A_{cell}.jsonl")), line).unwrap();
+            }
+        }
+        let ds = load(tmp.path()).unwrap();
+        assert_eq!(ds.runs.len(), 1);
+        assert_eq!(ds.calibration.len(), 1);
+        assert!(ds.calibration[0].is_calibration());
+        let run = &ds.runs[0];
+        let slot_of = |cell: &str| {
+            run.cells[&(Phase::A, cell.to_owned())]
+                .placement
+                .as_ref()
+                .map(|p| p.slot)
+        };
+        assert_eq!(
+            slot_of("r4_i8_o8"),
+            Some(1),
+            "summary.json's per-cell placement"
+        );
+        assert_eq!(slot_of("r8_i8_o8"), Some(0), "config.json's");
+        let df = frames::requests_frame(&ds, false).unwrap();
+        let slots: Vec<Option<u32>> = df.column("slot").unwrap().u32().unwrap().iter().collect();
+        assert_eq!(df.height(), 2, "calibration requests are not in the table");
+        assert_eq!(
+            slots.into_iter().collect::<std::collections::BTreeSet<_>>(),
+            [Some(0), Some(1)].into_iter().collect()
+        );
+    }
 
     #[test]
     fn run_dir_names() {

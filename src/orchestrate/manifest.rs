@@ -32,11 +32,16 @@ pub fn row(stage: &str, config: &str, launch: u32, started_ms: u64) -> ManifestR
         host: std::fs::read_to_string("/proc/sys/kernel/hostname")
             .ok()
             .map(|s| s.trim().to_owned()),
+        placement: None,
     }
 }
 
+/// Slots append rows from their own threads: one writer at a time.
+static APPEND: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Appends `row` and regenerates MANIFEST.md.
 pub fn append(root: &Path, row: &ManifestRow) -> anyhow::Result<()> {
+    let _one = APPEND.lock().unwrap_or_else(|e| e.into_inner());
     let path = root.join("manifest.jsonl");
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -67,8 +72,8 @@ pub fn render(root: &Path) -> anyhow::Result<()> {
     let mut md = String::from(
         "# MANIFEST\n\nOne row per pre-flight check and per server launch, in the order they happened \
          (generated from `manifest.jsonl` by `ctax run`; do not edit).\n\n\
-         | date (UTC) | stage | config | launch | status | reason | result dir | vLLM | connectors | GPU | step timing | seconds | command |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | date (UTC) | stage | config | launch | status | reason | result dir | vLLM | connectors | GPU | step timing | seconds | command | slot |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in &rows {
         let vllm = match (&r.vllm_version, &r.vllm_git_sha) {
@@ -82,7 +87,7 @@ pub fn render(root: &Path) -> anyhow::Result<()> {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} |\n",
             cell(&r.date_utc),
             cell(&r.stage),
             cell(&r.config),
@@ -100,10 +105,31 @@ pub fn render(root: &Path) -> anyhow::Result<()> {
                 .as_deref()
                 .map(|c| format!("`{}`", cell(c).replace('`', "'")))
                 .unwrap_or_default(),
+            r.placement.as_ref().map_or(String::new(), slot_cell),
         ));
     }
     crate::fsutil::write_atomic(&root.join("MANIFEST.md"), md.as_bytes())?;
     Ok(())
+}
+
+/// `1 (GPU 1 GPU-…), CPUs 8-15, shard 1/2, calibration` for the MANIFEST.md slot column.
+pub fn slot_cell(p: &ctax_schema::Placement) -> String {
+    let mut s = p.slot.to_string();
+    match (&p.gpu_index, &p.gpu_uuid, &p.cuda_visible_devices) {
+        (Some(i), Some(u), _) => s.push_str(&format!(" (GPU {i} {u})")),
+        (_, _, Some(d)) => s.push_str(&format!(" (CUDA_VISIBLE_DEVICES={d})")),
+        _ => {}
+    }
+    if let Some(c) = &p.cpuset {
+        s.push_str(&format!(", CPUs {c}"));
+    }
+    if let Some(k) = &p.shard {
+        s.push_str(&format!(", shard {k}"));
+    }
+    if p.calibration {
+        s.push_str(", calibration");
+    }
+    cell(&s)
 }
 
 /// UTC date-time `YYYY-MM-DD HH:MM:SS` of a unix time in ms (the report's formatter, without

@@ -1,12 +1,18 @@
-//! `ctax run`: the seed's stages with barriers.
+//! `ctax run`: the seed's stages with barriers, on one or more GPU slots of this host, or on
+//! one shard of the plan (several hosts).
 //!
 //! | stage | what | where |
 //! |---|---|---|
 //! | 0 | pre-flight (verify scripts → preflight_status.json) + step-timing plugin install | [`preflight`], [`stage0_plugin`] |
-//! | 1 | Phase A over all included configs, seeded random order, launches interleaved | [`launch_run`] |
-//! | 2 | reference rates (the analysis engine's saturation code, no verdicts) → reference_rates.json | [`stages::reference_rates`] |
-//! | 3 | Phase B at ref_safe (+ B' at ref_load for the priority configs when they differ) | [`launch_run`] |
-//! | 4 | plugin removal, then [`crate::pipeline::run`]: `analysis/` and `report/` (with `report/data/`) | [`run`] |
+//! | 1 | Phase A over all included configs, seeded random order, launches interleaved | [`plan`], [`runner`] |
+//! | 2 | reference rates (the analysis engine's code) → reference_rates.json | [`stages::reference_rates`] |
+//! | 3 | Phase B at ref_safe (+ B' at ref_load for the priority configs when they differ) | [`plan`], [`runner`] |
+//! | 4 | plugin removal, analysis, report | [`stages::analyze_and_report`] |
+//!
+//! Files, one job each: [`plan`] (which launch runs where: order, shard, slot, calibration),
+//! [`slots`] (what a slot owns: GPU, ports, CPUs), [`runner`] (one thread per slot, blocks
+//! with barriers), [`launch`] (one launch), [`resume`] (what is left of a launch), [`merge`]
+//! (`ctax merge`: shards' roots into one).
 //!
 //! Resume: run again with the same `--out`. A launch whose cells are all complete is skipped;
 //! a launch with incomplete cells is relaunched in the same run directory and reruns only those
@@ -14,29 +20,31 @@
 
 pub mod archive;
 pub mod http;
+pub mod launch;
 pub mod manifest;
+pub mod merge;
+pub mod plan;
 pub mod preflight;
 pub mod profile;
+pub mod resume;
+pub mod runner;
 pub mod server;
 pub mod signals;
+pub mod slots;
 pub mod stages;
 pub mod steps;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
 
 use anyhow::Context;
-use ctax_schema::{
-    Cell, CellKey, Decision, Exit, ManifestRow, Phase, PlannedCell, PreflightStatus, RowStatus,
-    RunConfig, RunSummary, SCHEMA_VERSION,
-};
-use rand::rngs::Xoshiro256PlusPlus;
-use rand::{RngExt, SeedableRng};
+use ctax_schema::{Cell, Decision, Exit, Phase, PlannedCell, PreflightStatus, ReferenceRates};
 
+use plan::{Shard, Unit};
 use profile::{Profile, Timing};
-use server::{Kind, Server, Spec, unix_ms};
+use slots::Slot;
 
 /// Arguments of `ctax run`.
 #[derive(Debug, Clone, clap::Args)]
@@ -56,6 +64,21 @@ pub struct RunArgs {
     /// Only these configs (comma-separated; overrides the profile's list; must include plain).
     #[arg(long, value_delimiter = ',')]
     pub configs: Option<Vec<String>>,
+    /// GPU slots: one launch per listed GPU at a time (CUDA_VISIBLE_DEVICES values, e.g.
+    /// `0,1`); overrides the profile's slots.gpus. Each slot gets its own ports and CPU set.
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Option<Vec<String>>,
+    /// Run only the K-th of N disjoint parts of the plan (another host runs the others; join
+    /// them with `ctax merge`). Stages 2-4 need all of Phase A: see --reference-rates.
+    #[arg(long)]
+    pub shard: Option<Shard>,
+    /// Stage 2 takes the reference rates from this file (e.g. from `ctax reference-rates` on
+    /// the merged Phase A of all shards) instead of computing them from this root.
+    #[arg(long)]
+    pub reference_rates: Option<PathBuf>,
+    /// Added to every port of every slot (several sweeps on one host).
+    #[arg(long, default_value_t = 0)]
+    pub port_offset: u16,
     /// The checkout holding launch/, tools/, patches/ (default: found from the current
     /// directory or the executable's location).
     #[arg(long)]
@@ -78,13 +101,24 @@ pub enum Outcome {
     Interrupted,
 }
 
-struct Ctx {
-    root: PathBuf,
-    repo: PathBuf,
-    profile: Profile,
-    env: Vec<(String, String)>,
-    collector: PathBuf,
-    python: String,
+/// What every launch of the sweep shares.
+pub struct Ctx {
+    pub root: PathBuf,
+    pub repo: PathBuf,
+    pub profile: Profile,
+    /// The launch contract's environment (CTAX_* and the profile's env), before slot values.
+    pub env: Vec<(String, String)>,
+    pub collector: PathBuf,
+    pub python: String,
+}
+
+impl Ctx {
+    /// The environment of a launch on `slot`: the sweep's, then the slot's (its values win).
+    pub fn slot_env(&self, slot: &Slot) -> Vec<(String, String)> {
+        let mut env = self.env.clone();
+        env.extend(slot.env.iter().cloned());
+        env
+    }
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -102,6 +136,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         p.configs = c.clone();
     }
+    let shard = args.shard.unwrap_or(Shard::WHOLE);
     let root = args.out.clone();
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let prof_path = root.join("profile.toml");
@@ -130,6 +165,45 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .map(|s| profile::expand(s, &repo))
         .unwrap_or_else(|| shebang_python(&profile::expand(&p.server.vllm, &repo)));
+    // The slots, checked before anything starts: GPUs exist, ports are disjoint and free.
+    let slots = slots::build(
+        &p,
+        &slots::SlotOptions {
+            gpus: args.gpus.clone(),
+            port_offset: args.port_offset,
+            shard: (!shard.is_whole()).then(|| shard.to_string()),
+        },
+        &env,
+        &slots::allowed_cpus(),
+        &slots::query_gpus(),
+    )?;
+    slots::check_ports_free(&slots, &p.server.host, !is_vllm(&p))?;
+    // The slots' IPC directories are ours alone; removed when the sweep ends.
+    struct RemoveOnDrop(PathBuf);
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rpc = RemoveOnDrop(slots::rpc_root());
+    for s in &slots {
+        let pl = s.placement(false);
+        eprintln!(
+            "[ctax] {}: GPU index {} uuid {}, CPUs {}, ports {}",
+            s.label(),
+            pl.gpu_index.map_or("-".into(), |i| i.to_string()),
+            pl.gpu_uuid.as_deref().unwrap_or("-"),
+            pl.cpuset.as_deref().unwrap_or("-"),
+            s.ports
+                .iter()
+                .map(|r| format!("{} {}", r.name, r.first))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !shard.is_whole() {
+        eprintln!("[ctax] shard {shard}: this host runs its part of the plan");
+    }
     let ctx = Ctx {
         root: root.clone(),
         repo,
@@ -142,13 +216,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let skip = |n: u8| args.skip_stage.contains(&n);
     let t_sweep = Instant::now();
     let mut worst = Outcome::Done;
-    let mut note = |o: Outcome| {
-        if rank(o) > rank(worst) {
-            worst = o;
-        }
-    };
 
-    // Stage 0.
+    // Stage 0 (one verify launch at a time, on slot 0's GPU and ports).
     let pre_path = root.join("preflight/preflight_status.json");
     let existing: Option<PreflightStatus> = std::fs::read(&pre_path)
         .ok()
@@ -158,7 +227,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         existing
     } else {
         eprintln!("[ctax] stage 0: pre-flight");
-        let s = preflight::run(&root, &ctx.repo, &ctx.profile, &ctx.env, existing)?;
+        let s = preflight::run(
+            &root,
+            &ctx.repo,
+            &ctx.profile,
+            &ctx.slot_env(&slots[0]),
+            existing,
+        )?;
         if ctx.profile.server.step_timing && is_vllm(&ctx.profile) {
             stage0_plugin(&ctx, "install")?;
         }
@@ -202,23 +277,41 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 )
             })
             .collect();
-        for (config, launch) in order(&ctx.profile, &included, 1) {
-            let o = launch_run(&ctx, &config, launch, "A", &cells)?;
-            if o == Outcome::Failed {
-                failed.insert(config.clone());
+        let blocks = plan::stage_plan(&ctx.profile, &included, 1, shard, slots.len());
+        let res = runner::run_stage(&ctx, &slots, &blocks, "A", &|_: &Unit| cells.clone());
+        for (u, o) in &res.outcomes {
+            if *o == Outcome::Failed && !u.calibration {
+                failed.insert(u.config.clone());
             }
-            note(o);
-            if o == Outcome::Interrupted {
-                return Ok(exit(Exit::Interrupted));
-            }
+            worst = worse(worst, *o);
+        }
+        if let Some(e) = res.errors.into_iter().next() {
+            return Err(e);
+        }
+        if signals::interrupted() || worst == Outcome::Interrupted {
+            return Ok(exit(Exit::Interrupted));
         }
     }
 
-    // Stage 2.
-    let refs = if skip(2) {
+    // Stage 2: needs all of Phase A, which a shard does not have.
+    let refs: Option<ReferenceRates> = if let Some(file) = &args.reference_rates {
+        let r = stages::adopt_reference_rates(&root, file)?;
+        eprintln!(
+            "[ctax] stage 2: reference rates from {} (ref_safe {:?}, ref_load {:?})",
+            file.display(),
+            r.ref_safe,
+            r.ref_load
+        );
+        Some(r)
+    } else if skip(2) {
         std::fs::read(root.join("reference_rates.json"))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
+    } else if !shard.is_whole() {
+        eprintln!(
+            "[ctax] stage 2 skipped: shard {shard} holds only part of Phase A. Merge every shard's root (`ctax merge`), run `ctax reference-rates` on it, then run this shard again with --reference-rates <merged>/reference_rates.json for Phase B"
+        );
+        None
     } else {
         eprintln!("[ctax] stage 2: reference rates");
         let r = stages::reference_rates(&root)?;
@@ -229,7 +322,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
 
     // Stage 3.
+    let stage3_possible = shard.is_whole() || refs.is_some();
     if !skip(3)
+        && stage3_possible
         && let Some(b) = &ctx.profile.phase_b
     {
         let rate = b.rate_override.or(refs.as_ref().and_then(|r| r.ref_safe));
@@ -243,12 +338,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     ctax_schema::fmt_rate(rate)
                 );
                 let ref_load = refs.as_ref().and_then(|r| r.ref_load);
+                // Configs with Phase A data (all shards' when the rates came from a merged root).
+                let with_a: Option<&Vec<String>> = refs
+                    .as_ref()
+                    .map(|r| &r.configs_considered)
+                    .filter(|c| !c.is_empty());
                 let configs: Vec<String> = included
                     .iter()
                     .filter(|c| !failed.contains(*c))
+                    .filter(|c| with_a.is_none_or(|w| w.contains(c)))
                     .cloned()
                     .collect();
-                for (config, launch) in order(&ctx.profile, &configs, 3) {
+                let cells_of = |u: &Unit| -> Vec<PlannedCell> {
                     let mut cells: Vec<PlannedCell> = b
                         .shapes
                         .iter()
@@ -267,7 +368,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                         .collect();
                     if let (Some(bp), Some(rl)) = (&ctx.profile.phase_bp, ref_load)
                         && rl != rate
-                        && bp.configs.contains(&config)
+                        && bp.configs.contains(&u.config)
                     {
                         cells.extend(bp.shapes.iter().map(|&(i, o)| {
                             planned(
@@ -282,31 +383,34 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                             )
                         }));
                     }
-                    let o = launch_run(&ctx, &config, launch, "B", &cells)?;
-                    note(o);
-                    if o == Outcome::Interrupted {
-                        return Ok(exit(Exit::Interrupted));
-                    }
+                    cells
+                };
+                let blocks = plan::stage_plan(&ctx.profile, &configs, 3, shard, slots.len());
+                let res = runner::run_stage(&ctx, &slots, &blocks, "B", &cells_of);
+                for (_, o) in &res.outcomes {
+                    worst = worse(worst, *o);
+                }
+                if let Some(e) = res.errors.into_iter().next() {
+                    return Err(e);
+                }
+                if signals::interrupted() || worst == Outcome::Interrupted {
+                    return Ok(exit(Exit::Interrupted));
                 }
             }
         }
     }
 
     // Stage 4.
-    if !skip(4) {
+    if !skip(4) && !shard.is_whole() {
+        eprintln!(
+            "[ctax] stage 4 skipped: shard {shard}; analyse the merged root (`ctax merge`, then `ctax report`)"
+        );
+    } else if !skip(4) {
         eprintln!("[ctax] stage 4: plugin removal, analysis, report");
         if ctx.profile.server.step_timing && is_vllm(&ctx.profile) {
             stage0_plugin(&ctx, "remove")?;
         }
-        let out = root.join("report");
-        crate::pipeline::run(
-            &root,
-            &crate::analysis::AnalyzeOptions::default(),
-            &crate::pipeline::Outputs {
-                analysis_dir: Some(root.join("analysis")),
-                report_dir: Some(out.clone()),
-            },
-        )?;
+        let out = stages::analyze_and_report(&root)?;
         eprintln!("[ctax] report: {}", out.join("index.html").display());
     }
     eprintln!(
@@ -320,14 +424,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `ctax run` exits with the collector's codes for the same outcomes.
-fn exit(e: Exit) -> ExitCode {
-    ExitCode::from(u8::try_from(e.code()).expect("exit codes fit in a byte"))
-}
-
-/// The `summary.json` key of a planned cell.
-fn key(c: &PlannedCell) -> CellKey {
-    CellKey::new(c.phase, c.cell.clone())
+fn worse(a: Outcome, b: Outcome) -> Outcome {
+    if rank(b) > rank(a) { b } else { a }
 }
 
 fn rank(o: Outcome) -> u8 {
@@ -339,7 +437,7 @@ fn rank(o: Outcome) -> u8 {
     }
 }
 
-fn is_vllm(p: &Profile) -> bool {
+pub(crate) fn is_vllm(p: &Profile) -> bool {
     p.server.kind == "vllm"
 }
 
@@ -444,403 +542,7 @@ fn planned(ctx: &Ctx, phase: Phase, cell: Cell, t: &Timing) -> PlannedCell {
     }
 }
 
-/// (config, launch) in run order: for each launch index, a seeded permutation of the configs,
-/// so launches of one config are interleaved with the others' (drift spreads over configs).
-pub fn order(p: &Profile, configs: &[String], stage: u64) -> Vec<(String, u32)> {
-    let mut out = Vec::new();
-    for k in 0..p.launches {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(p.seed ^ (stage << 40) ^ u64::from(k));
-        let mut v = configs.to_vec();
-        for i in (1..v.len()).rev() {
-            let j = rng.random_range(0..=i);
-            v.swap(i, j);
-        }
-        out.extend(v.into_iter().map(|c| (c, k)));
-    }
-    out
-}
-
-/// An existing run directory of (config, launch, stage) in `root`.
-fn find_run(root: &Path, config: &str, launch: u32, stage: &str) -> Option<(PathBuf, RunConfig)> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    dirs.into_iter().find_map(|d| {
-        let rc: RunConfig =
-            serde_json::from_slice(&std::fs::read(d.join("config.json")).ok()?).ok()?;
-        let st = rc
-            .extra
-            .get("stage")
-            .and_then(|s| s.as_str())
-            .unwrap_or_default()
-            .to_owned();
-        (rc.config == config && rc.launch == launch && st == stage).then_some((d, rc))
-    })
-}
-
-fn read_summary(dir: &Path) -> RunSummary {
-    std::fs::read(dir.join("summary.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
-
-/// One server launch of `config` running `cells` (those not already complete).
-fn launch_run(
-    ctx: &Ctx,
-    config: &str,
-    launch: u32,
-    stage: &str,
-    cells: &[PlannedCell],
-) -> anyhow::Result<Outcome> {
-    let started = unix_ms();
-    let (dir, todo) = match find_run(&ctx.root, config, launch, stage) {
-        Some((dir, _)) => {
-            let summary = read_summary(&dir);
-            let todo: Vec<PlannedCell> = cells
-                .iter()
-                .filter(|c| !summary.cell(&key(c)).is_some_and(|h| h.complete))
-                .cloned()
-                .collect();
-            if todo.is_empty() {
-                eprintln!(
-                    "[ctax] {config} l{launch} stage {stage}: all {} cells complete, skipped",
-                    cells.len()
-                );
-                return Ok(Outcome::AlreadyDone);
-            }
-            supersede(&dir, &todo)?;
-            eprintln!(
-                "[ctax] {config} l{launch} stage {stage}: resuming {} of {} cells in {}",
-                todo.len(),
-                cells.len(),
-                dir.display()
-            );
-            (dir, todo)
-        }
-        None => {
-            let dir = ctx
-                .root
-                .join(format!("{}_{config}_l{launch}", manifest::stamp(started)));
-            (dir, cells.to_vec())
-        }
-    };
-    std::fs::create_dir_all(&dir)?;
-    let rc = RunConfig {
-        schema_version: SCHEMA_VERSION,
-        config: config.into(),
-        launch,
-        run_dir: dir
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned(),
-        phases: cells
-            .iter()
-            .map(|c| c.phase)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-        cells: cells.to_vec(),
-        model: profile::expand(&ctx.profile.server.model, &ctx.repo),
-        served_model_name: ctx.profile.server.served_name.clone(),
-        port: ctx.profile.server.port,
-        extra: serde_json::json!({
-            "stage": stage,
-            "profile": ctx.profile.name,
-            "device": ctx.profile.server.device,
-            "server_env": ctx.profile.server.env,
-            "model_config": std::fs::read(Path::new(&profile::expand(&ctx.profile.server.model, &ctx.repo)).join("config.json"))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()),
-        }),
-        simulated: !is_vllm(&ctx.profile),
-    };
-    crate::fsutil::write_json_atomic(&dir.join("config.json"), &rc)?;
-    let _ = Command::new("bash")
-        .arg(ctx.repo.join("tools/capture_env.sh"))
-        .arg(dir.join("env.txt"))
-        .arg(&ctx.python)
-        .envs(ctx.env.iter().map(|(k, v)| (k, v)))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-
-    let spec = server_spec(ctx, config, &dir);
-    let t0 = Instant::now();
-    eprintln!(
-        "[ctax] {config} l{launch} stage {stage}: launching ({} cells) -> {}",
-        todo.len(),
-        dir.display()
-    );
-    let mut row = ManifestRow {
-        run_dir: Some(rc.run_dir.clone()),
-        ..manifest::row(
-            &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
-            config,
-            launch,
-            started,
-        )
-    };
-    let env_map = std::fs::read_to_string(dir.join("env.txt"))
-        .map(|t| crate::ingest::env::parse_env_txt(&t))
-        .unwrap_or_default();
-    (
-        row.vllm_version,
-        row.vllm_git_sha,
-        row.connector_versions,
-        row.gpu,
-    ) = manifest::env_facts(&env_map);
-
-    let mut srv = match Server::launch(&spec) {
-        Ok(s) => s,
-        Err(e @ server::LaunchError::PortBusy(..)) => return Err(e.into()),
-        Err(e) => return finish_failed(ctx, row, t0, &e.to_string()),
-    };
-    let ready = match srv.wait_ready(&spec) {
-        Ok(s) => s,
-        Err(server::LaunchError::Interrupted) => {
-            srv.stop(&spec);
-            return finish(
-                ctx,
-                row,
-                t0,
-                RowStatus::Interrupted,
-                Some("Ctrl-C during startup".into()),
-                Outcome::Interrupted,
-            );
-        }
-        Err(e) => {
-            srv.stop(&spec);
-            return finish_failed(ctx, row, t0, &e.to_string());
-        }
-    };
-    row.launch_command = std::fs::read_to_string(dir.join("launch.sh"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .rev()
-                .find(|l| l.contains("serve") || l.starts_with("exec"))
-                .map(|l| l.trim().to_owned())
-        });
-    eprintln!("[ctax] {config} l{launch}: ready after {ready:.0} s");
-
-    let plan_dir = ctx.root.join(".ctax");
-    std::fs::create_dir_all(&plan_dir)?;
-    let plan = plan_dir.join(format!("plan_{}.json", rc.run_dir));
-    crate::fsutil::write_json_atomic(&plan, &serde_json::json!({ "cells": todo }))?;
-    let code = run_collector(ctx, config, launch, &plan, &dir)?;
-    let stop_s = srv.stop(&spec);
-    eprintln!("[ctax] {config} l{launch}: collector exit {code}, server stopped in {stop_s:.1} s");
-
-    let summary = read_summary(&dir);
-    let planned_health: Vec<_> = todo
-        .iter()
-        .filter_map(|c| summary.cell(&key(c)).cloned())
-        .collect();
-    if !steps::raw_files(&dir).is_empty() {
-        let rep = steps::split(&dir, &planned_health)?;
-        row.step_timing_active = Some(rep.records > 0);
-        eprintln!(
-            "[ctax] {config} l{launch}: {} step records ({} worker records merged, {} unmatched)",
-            rep.records, rep.worker_merged, rep.worker_unmatched
-        );
-    } else if ctx.profile.server.step_timing && is_vllm(&ctx.profile) {
-        row.step_timing_active = Some(false);
-    }
-    if let Err(e) = stages::write_run_stats(&dir) {
-        eprintln!(
-            "[ctax] warning: per-cell statistics for {}: {e:#}",
-            dir.display()
-        );
-    }
-    let all_complete = todo
-        .iter()
-        .all(|c| summary.cell(&key(c)).is_some_and(|h| h.complete));
-    let (status, reason, outcome) = match Exit::from_code(code) {
-        Some(Exit::Interrupted) => (
-            RowStatus::Interrupted,
-            Some("Ctrl-C during the cells".to_owned()),
-            Outcome::Interrupted,
-        ),
-        Some(Exit::ServerDead) => (
-            RowStatus::Failed,
-            Some(format!(
-                "server died during the cells: {}",
-                server::log_tail(&spec.run_dir.join("vllm_stderr.log"), 5)
-            )),
-            Outcome::Failed,
-        ),
-        Some(Exit::Ok) if all_complete => (RowStatus::Ok, None, Outcome::Done),
-        _ => (
-            RowStatus::Incomplete,
-            Some(format!(
-                "collector exit {code}; incomplete cells are rerun on resume"
-            )),
-            Outcome::Incomplete,
-        ),
-    };
-    finish(ctx, row, t0, status, reason, outcome)
-}
-
-fn finish_failed(
-    ctx: &Ctx,
-    row: ManifestRow,
-    t0: Instant,
-    reason: &str,
-) -> anyhow::Result<Outcome> {
-    eprintln!(
-        "[ctax] {} l{}: launch FAILED, continuing with the next config:\n{reason}",
-        row.config, row.launch
-    );
-    finish(
-        ctx,
-        row,
-        t0,
-        RowStatus::Failed,
-        Some(reason.lines().take(12).collect::<Vec<_>>().join(" | ")),
-        Outcome::Failed,
-    )
-}
-
-fn finish(
-    ctx: &Ctx,
-    mut row: ManifestRow,
-    t0: Instant,
-    status: RowStatus,
-    reason: Option<String>,
-    o: Outcome,
-) -> anyhow::Result<Outcome> {
-    row.status = status;
-    row.reason = reason;
-    row.duration_s = t0.elapsed().as_secs_f64();
-    manifest::append(&ctx.root, &row)?;
-    Ok(o)
-}
-
-fn server_spec(ctx: &Ctx, config: &str, dir: &Path) -> Spec {
-    let s = &ctx.profile.server;
-    let kind = if is_vllm(&ctx.profile) {
-        Kind::Vllm
-    } else {
-        let mut args = vec!["--model-name".to_owned(), s.served_name.clone()];
-        if s.step_timing {
-            args.push("--step-log".into());
-            args.push(
-                dir.join(format!("{}.sim.jsonl", steps::RAW_PREFIX))
-                    .display()
-                    .to_string(),
-            );
-        }
-        args.extend(s.sim_args.get(config).cloned().unwrap_or_default());
-        Kind::Sim {
-            bin: ctx.collector.with_file_name("ctax-sim"),
-            args,
-        }
-    };
-    let mut env = ctx.env.clone();
-    if s.step_timing {
-        env.push((
-            "CTAX_STEP_LOG".into(),
-            dir.join(steps::RAW_PREFIX).display().to_string(),
-        ));
-    }
-    Spec {
-        kind,
-        repo: ctx.repo.clone(),
-        config: config.into(),
-        run_dir: dir.to_path_buf(),
-        env,
-        host: s.host.clone(),
-        port: s.port,
-        startup_timeout: Duration::from_secs_f64(s.startup_timeout_s),
-        stop_grace: Duration::from_secs_f64(s.stop_grace_s),
-        gpu_release_wait: Duration::from_secs_f64(s.gpu_release_wait_s),
-    }
-}
-
-/// Runs ctax-collect to completion (it handles Ctrl-C itself: we forward SIGINT if the
-/// interrupt did not come from the terminal) and returns its exit code.
-fn run_collector(
-    ctx: &Ctx,
-    config: &str,
-    launch: u32,
-    plan: &Path,
-    dir: &Path,
-) -> anyhow::Result<i32> {
-    let c = &ctx.profile.collector;
-    let s = &ctx.profile.server;
-    let mut cmd = Command::new(&ctx.collector);
-    cmd.args([
-        "--url",
-        &format!("http://{}:{}", s.host, s.port),
-        "--model",
-        &s.served_name,
-        "--config",
-        config,
-    ])
-    .args(["--launch", &launch.to_string()])
-    .arg("--plan")
-    .arg(plan)
-    .arg("--out")
-    .arg(dir)
-    .args([
-        "--vocab-lo",
-        &c.vocab_lo.to_string(),
-        "--vocab-hi",
-        &c.vocab_hi.to_string(),
-    ])
-    .args(["--request-timeout-s", &c.request_timeout_s.to_string()])
-    .args(&c.extra_args)
-    .stdin(Stdio::null());
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", ctx.collector.display()))?;
-    let mut forwarded = false;
-    loop {
-        if let Some(st) = child.try_wait()? {
-            return Ok(st.code().unwrap_or(Exit::Interrupted.code()));
-        }
-        if signals::interrupted() && !forwarded {
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-            forwarded = true;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// Moves the raw files of cells about to be rerun into `superseded/<stamp>/` (kept, not ingested).
-fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> {
-    let dst = dir.join("superseded").join(manifest::stamp(unix_ms()));
-    for c in todo {
-        for kind in ctax_schema::FileKind::ALL {
-            for ext in ["", ".zst"] {
-                let name = format!(
-                    "{}{ext}",
-                    ctax_schema::file_name(kind, c.phase, &c.cell.name())
-                );
-                let src = dir.join(&name);
-                if src.exists() {
-                    std::fs::create_dir_all(&dst)?;
-                    std::fs::rename(&src, dst.join(&name))?;
-                }
-            }
-        }
-    }
-    // Forget the superseded cells' collector summaries so the new ones replace them.
-    let mut summary = read_summary(dir);
-    for c in todo {
-        let k = key(c).to_string();
-        summary.cells.remove(&k);
-        summary.stats.remove(&k);
-    }
-    if dir.join("summary.json").exists() {
-        crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary)?;
-    }
-    Ok(())
+/// `ctax run` exits with the collector's codes for the same outcomes.
+fn exit(e: Exit) -> ExitCode {
+    ExitCode::from(u8::try_from(e.code()).expect("exit codes fit in a byte"))
 }

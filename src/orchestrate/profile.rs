@@ -30,10 +30,76 @@ pub struct Profile {
     pub phase_a: PhaseA,
     pub phase_b: Option<PhaseB>,
     pub phase_bp: Option<PhaseBp>,
+    /// GPU slots on one host (`ctax run --gpus` overrides `slots.gpus`).
+    #[serde(default)]
+    pub slots: Slots,
 }
 
 fn one() -> u32 {
     1
+}
+
+/// Several launches at once on one host: one per GPU slot, each with its own
+/// `CUDA_VISIBLE_DEVICES`, ports, CPU set and collector (see `orchestrate::slots`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slots {
+    /// One entry per slot: the `CUDA_VISIBLE_DEVICES` value (an index or a UUID). Empty: one
+    /// slot and `CUDA_VISIBLE_DEVICES` left as it is.
+    #[serde(default, deserialize_with = "gpu_list")]
+    pub gpus: Vec<String>,
+    /// Slot s owns every base port + s × port_stride.
+    #[serde(default = "default_stride")]
+    pub port_stride: u16,
+    /// First port of slot 0's range for vLLM's internal ports (`VLLM_PORT`; vLLM scans upward
+    /// from it).
+    #[serde(default = "default_vllm_port")]
+    pub vllm_port: u16,
+    /// CPU set per slot (cpulist syntax, `0-7`); default: the CPUs this process may run on,
+    /// split into equal contiguous parts.
+    #[serde(default)]
+    pub cpusets: Vec<String>,
+    /// Phase A starts with a calibration round: plain on every slot at the same time (the
+    /// analysis compares plain between GPUs).
+    #[serde(default)]
+    pub plain_on_every_slot: bool,
+}
+
+impl Default for Slots {
+    fn default() -> Self {
+        Slots {
+            gpus: Vec::new(),
+            port_stride: default_stride(),
+            vllm_port: default_vllm_port(),
+            cpusets: Vec::new(),
+            plain_on_every_slot: false,
+        }
+    }
+}
+
+fn default_stride() -> u16 {
+    100
+}
+
+fn default_vllm_port() -> u16 {
+    21000
+}
+
+/// `gpus = [0, 1]` or `gpus = ["0", "GPU-…"]`.
+fn gpu_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        N(u32),
+        S(String),
+    }
+    let v: Vec<Id> = Vec::deserialize(d)?;
+    Ok(v.into_iter()
+        .map(|i| match i {
+            Id::N(n) => n.to_string(),
+            Id::S(s) => s,
+        })
+        .collect())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -203,6 +269,10 @@ pub fn parse(text: &str) -> anyhow::Result<Profile> {
         matches!(p.server.kind.as_str(), "vllm" | "sim"),
         "server.kind must be \"vllm\" or \"sim\""
     );
+    anyhow::ensure!(
+        p.slots.cpusets.is_empty() || p.slots.cpusets.len() == p.slots.gpus.len(),
+        "slots.cpusets needs one entry per slots.gpus entry"
+    );
     Ok(p)
 }
 
@@ -262,7 +332,7 @@ mod tests {
     #[test]
     fn shipped_profiles_parse() {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        for name in ["seed", "smoke", "h200", "sim"] {
+        for name in ["seed", "smoke", "h200", "h200x2", "sim"] {
             let l = load(name, repo).unwrap_or_else(|e| panic!("{name}: {e:#}"));
             assert_eq!(l.profile.name, name);
         }

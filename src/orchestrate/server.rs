@@ -30,6 +30,10 @@ pub struct Spec {
     pub env: Vec<(String, String)>,
     pub host: String,
     pub port: u16,
+    /// CPUs the whole process group runs on (set before exec, inherited by every child).
+    pub cpus: Option<Vec<usize>>,
+    /// The GPU (UUID or index) whose release `stop` waits for; `None`: every GPU.
+    pub gpu: Option<String>,
     pub startup_timeout: Duration,
     pub stop_grace: Duration,
     pub gpu_release_wait: Duration,
@@ -123,6 +127,9 @@ impl Server {
             .stdout(open(&stdout)?)
             .stderr(open(&stderr)?)
             .process_group(0);
+        if let Some(cpus) = &spec.cpus {
+            super::slots::pin_on_exec(&mut cmd, super::slots::cpu_set(cpus));
+        }
         let child = cmd.spawn()?;
         let pgid = child.id() as i32;
         Ok(Server {
@@ -204,7 +211,7 @@ impl Server {
         while !http::port_free(&spec.host, spec.port) && Instant::now() < port_deadline {
             std::thread::sleep(Duration::from_millis(200));
         }
-        wait_gpu_release(spec.gpu_release_wait);
+        wait_gpu_release(spec.gpu_release_wait, spec.gpu.as_deref());
         t0.elapsed().as_secs_f64()
     }
 }
@@ -216,15 +223,20 @@ fn group_gone(pgid: i32) -> bool {
     r != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
-/// Waits until `nvidia-smi` lists no compute process (we are the GPU's only user), at most
-/// `max`. Without nvidia-smi (CPU runs) it returns at once.
-pub fn wait_gpu_release(max: Duration) {
+/// Waits until `nvidia-smi` lists no compute process on `gpu` (a UUID or an index; `None`:
+/// on any GPU), at most `max`: the slot is the GPU's only user. Without nvidia-smi (CPU runs)
+/// it returns at once.
+pub fn wait_gpu_release(max: Duration, gpu: Option<&str>) {
     if max.is_zero() {
         return;
     }
     let deadline = Instant::now() + max;
     loop {
-        let out = Command::new("nvidia-smi")
+        let mut cmd = Command::new("nvidia-smi");
+        if let Some(g) = gpu {
+            cmd.arg(format!("--id={g}"));
+        }
+        let out = cmd
             .args(["--query-compute-apps=pid", "--format=csv,noheader"])
             .output();
         match out {

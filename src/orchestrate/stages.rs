@@ -1,4 +1,5 @@
-//! Stage implementations.
+//! Stage implementations. The two places `ctax run` calls the analysis are here, side by side:
+//! stage 2 ([`reference_rates`]) and stage 4 ([`analyze_and_report`]).
 
 use std::path::Path;
 
@@ -19,6 +20,33 @@ pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
     Ok(refs)
 }
 
+/// Stage 2 from a file (`--reference-rates`, e.g. the merged Phase A of every shard): checked
+/// to parse, then written to `<root>/reference_rates.json`.
+pub fn adopt_reference_rates(root: &Path, file: &Path) -> anyhow::Result<ReferenceRates> {
+    let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let de = &mut serde_json::Deserializer::from_slice(&bytes);
+    let refs: ReferenceRates = serde_path_to_error::deserialize(de)
+        .map_err(|e| anyhow::anyhow!("{}: field `{}`: {}", file.display(), e.path(), e.inner()))?;
+    write_json_atomic(&root.join("reference_rates.json"), &refs)?;
+    Ok(refs)
+}
+
+/// Stage 4: [`crate::pipeline::run`] — the full analysis of `root` (written to
+/// `<root>/analysis/`) and the report in `<root>/report/` (with `report/data/`); returns the
+/// report directory.
+pub fn analyze_and_report(root: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let out = root.join("report");
+    crate::pipeline::run(
+        root,
+        &AnalyzeOptions::default(),
+        &crate::pipeline::Outputs {
+            analysis_dir: Some(root.join("analysis")),
+            report_dir: Some(out.clone()),
+        },
+    )?;
+    Ok(out)
+}
+
 /// After a launch: per-cell statistics of this run alone into its summary.json `stats`
 /// (1,000 resamples, no ITL: a quick look; `ctax analyze` gives the full statistics).
 pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
@@ -26,6 +54,7 @@ pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
     let ds = crate::ingest::Dataset {
         root: run_dir.to_path_buf(),
         runs: vec![run],
+        calibration: Vec::new(),
         preflight: None,
         reference_rates: None,
         manifest: Vec::new(),

@@ -153,8 +153,9 @@ mod tests {
         let b = replicates(1.0, 1, &s2, 7, "b");
         let d: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (x / y).ln()).collect();
         let (lo, hi) = percentile_interval(&d, 0.95).unwrap();
-        assert!((hi - 0.3926).abs() < 0.012, "hi {hi}");
-        assert!((lo + 0.3926).abs() < 0.012, "lo {lo}");
+        let expect = 2.776445 * (2.0f64 * 0.01).sqrt(); // t(4, 0.975) from the t table
+        assert!((hi - expect).abs() < 0.012, "hi {hi}");
+        assert!((lo + expect).abs() < 0.012, "lo {lo}");
     }
 
     #[test]

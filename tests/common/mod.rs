@@ -150,6 +150,7 @@ fn dress(root: &Path, v: &Variant, spec: &SynthSpec) {
         started_unix_ms: start,
         duration_s: 40.0,
         host: Some("dash0".to_owned()),
+        placement: None,
     };
     for (k, (c, ..)) in CONFIGS.iter().enumerate() {
         if v.only.is_some_and(|o| !o.contains(c)) {

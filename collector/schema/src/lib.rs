@@ -537,6 +537,48 @@ pub struct RunSummary {
     /// Per-cell statistics added by `ctax` after the launch (analysis code), keyed like `cells`.
     #[serde(default)]
     pub stats: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Where each cell was measured (slot, GPU, CPU set, ports), keyed like `cells`; written by
+    /// `ctax run` after each launch. A launch resumed on another slot keeps each cell's own.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub placement: std::collections::BTreeMap<String, Placement>,
+}
+
+/// Where one launch ran: its GPU slot on the host, the GPU, the CPU set and the ports it was
+/// given (`ctax run --gpus`, `--shard`). Recorded in `config.json`, the manifest and
+/// `summary.json`; absent in runs made before slots existed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    /// Slot index on this host (0-based) and the number of slots the sweep ran with.
+    pub slot: u32,
+    pub slots: u32,
+    /// `CUDA_VISIBLE_DEVICES` given to the server; `None` when the sweep did not set it
+    /// (one slot without `--gpus`).
+    #[serde(default)]
+    pub cuda_visible_devices: Option<String>,
+    /// The GPU's index and UUID as `nvidia-smi --query-gpu=index,uuid` reports them; `None`
+    /// where nvidia-smi is absent (CPU, simulated) or the GPU is ambiguous.
+    #[serde(default)]
+    pub gpu_index: Option<u32>,
+    #[serde(default)]
+    pub gpu_uuid: Option<String>,
+    /// CPUs the server's process group and this slot's collector were pinned to (cpulist
+    /// syntax, e.g. `0-7`).
+    #[serde(default)]
+    pub cpuset: Option<String>,
+    /// Ports the slot owns: `api` (HTTP), `vllm_port` (first of vLLM's internal range),
+    /// `mooncake_bootstrap`, `nixl_side_channel`, `lmcache_internal_api`.
+    #[serde(default)]
+    pub ports: std::collections::BTreeMap<String, u16>,
+    /// `K/N` when the sweep ran as shard K of N (`ctax run --shard`).
+    #[serde(default)]
+    pub shard: Option<String>,
+    /// A plain launch of the GPU-to-GPU calibration round (plain on every slot at once); kept
+    /// out of the taxes, compared between GPUs.
+    #[serde(default)]
+    pub calibration: bool,
+    /// Host name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 impl RunSummary {
@@ -564,6 +606,9 @@ pub struct RunConfig {
     /// True when the server was `ctax-sim`, not vLLM: every report built from it says so.
     #[serde(default)]
     pub simulated: bool,
+    /// Where the latest launch in this run directory ran (absent before slots existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 /// One cell of a collector plan.
@@ -694,6 +739,9 @@ pub struct ManifestRow {
     pub started_unix_ms: u64,
     pub duration_s: f64,
     pub host: Option<String>,
+    /// Where the launch ran (absent for pre-flight rows and runs made before slots existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
 }
 
 /// `reference_rates.json`.
@@ -846,6 +894,41 @@ mod tests {
         assert_eq!(r.ttft_ms(), Some(10.0));
         assert_eq!(r.e2e_ms(), Some(110.0));
         assert_eq!(r.tpot_ms(), Some(1.0));
+    }
+
+    #[test]
+    fn placement_is_optional_and_round_trips() {
+        // A config.json and a manifest row written before slots existed still read, and write
+        // back without a `placement` key (so archived datasets keep their bytes).
+        let old_rc = r#"{"schema_version":1,"config":"plain","launch":0,"run_dir":"x","phases":["A"],"cells":[],"model":"m","served_model_name":"m","port":8000}"#;
+        let rc: RunConfig = serde_json::from_str(old_rc).unwrap();
+        assert_eq!(rc.placement, None);
+        assert!(!serde_json::to_string(&rc).unwrap().contains("placement"));
+        let old_row = r#"{"date_utc":"d","stage":"1 Phase A","config":"plain","launch":0,"run_dir":null,"status":"ok","reason":null,"vllm_version":null,"vllm_git_sha":null,"connector_versions":{},"gpu":null,"launch_command":null,"step_timing_active":null,"started_unix_ms":0,"duration_s":1.0,"host":null}"#;
+        let row: ManifestRow = serde_json::from_str(old_row).unwrap();
+        assert_eq!(row.placement, None);
+        let s: RunSummary = serde_json::from_str(r#"{"schema_version":1,"cells":{}}"#).unwrap();
+        assert!(s.placement.is_empty());
+        assert!(!serde_json::to_string(&s).unwrap().contains("placement"));
+
+        let p = Placement {
+            slot: 1,
+            slots: 2,
+            cuda_visible_devices: Some("1".into()),
+            gpu_index: Some(1),
+            gpu_uuid: Some("GPU-abc".into()),
+            cpuset: Some("8-15".into()),
+            ports: [("api".to_owned(), 8100u16)].into_iter().collect(),
+            shard: Some("1/2".into()),
+            calibration: true,
+            host: Some("h".into()),
+        };
+        let rc2 = RunConfig {
+            placement: Some(p.clone()),
+            ..rc
+        };
+        let back: RunConfig = serde_json::from_str(&serde_json::to_string(&rc2).unwrap()).unwrap();
+        assert_eq!(back.placement, Some(p));
     }
 
     #[test]

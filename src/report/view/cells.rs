@@ -57,6 +57,9 @@ pub struct CellRow {
     pub health: String,
     /// True when the cell is incomplete or had errors (highlighted).
     pub flagged: bool,
+    /// Where the launches ran: `GPU 1 (3f2a9c1e)` (nvidia-smi index and the UUID's first 8 hex
+    /// digits), or `slot 1, device 1` without nvidia-smi; distinct values joined.
+    pub gpu: String,
 }
 
 fn q(qs: &Quantiles, which: u8, unit: &str) -> String {
@@ -136,6 +139,12 @@ fn cell_row(c: &CellStats) -> CellRow {
         saturation: sat,
         health: health.join("; "),
         flagged,
+        gpu: {
+            let mut labels: Vec<String> = c.gpus.iter().map(ToString::to_string).collect();
+            labels.sort();
+            labels.dedup();
+            labels.join(", ")
+        },
     }
 }
 
@@ -174,4 +183,32 @@ pub(super) fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod gpu_label_tests {
+    use crate::analysis::model::LaunchGpu;
+
+    #[test]
+    fn gpu_labels() {
+        let g = |gpu_index, gpu_uuid: Option<&str>, device: Option<&str>| LaunchGpu {
+            launch: 0,
+            slot: 1,
+            device: device.map(str::to_owned),
+            gpu_index,
+            gpu_uuid: gpu_uuid.map(str::to_owned),
+        };
+        assert_eq!(
+            g(
+                Some(1),
+                Some("GPU-3f2a9c1e-77aa-4b1c-9d00-0123456789ab"),
+                Some("1")
+            )
+            .to_string(),
+            "GPU 1 (3f2a9c1e)"
+        );
+        assert_eq!(g(Some(0), None, None).to_string(), "GPU 0");
+        assert_eq!(g(None, None, Some("1")).to_string(), "slot 1, device 1");
+        assert_eq!(g(None, None, None).to_string(), "slot 1");
+    }
 }

@@ -18,7 +18,7 @@ use ctax_schema::Phase;
 pub use cells::{CellGroup, CellRow, SaturationRules};
 pub use figures::FigureView;
 pub use provenance::{Group, ManifestView, Provenance};
-pub use taxes::{RefTaxRow, ShapeTaxRow, TaxCell};
+pub use taxes::{CalibrationView, RefTaxRow, ShapeTaxRow, TaxCell};
 pub use verdicts::{CRITERIA, HYPOTHESES, VerdictRow};
 
 use super::figures::Figure;
@@ -51,6 +51,11 @@ pub struct ReportView {
     /// The saturation criteria's thresholds, as the Cells section's legend prints them.
     pub saturation_rules: SaturationRules,
     pub cell_groups: Vec<CellGroup>,
+    /// The Cells table has a GPU column (some launch recorded its GPU slot).
+    pub show_gpus: bool,
+    /// GPU-to-GPU calibration rows (plain vs plain between GPUs); empty without a calibration
+    /// round.
+    pub calibration: Vec<CalibrationView>,
     pub conventions: Vec<(String, String)>,
     pub warnings: Vec<String>,
     pub provenance: Provenance,
@@ -77,6 +82,8 @@ impl ReportView {
             shape_taxes: taxes::shape_tax_rows(r),
             saturation_rules: SaturationRules::new(),
             cell_groups: cells::cell_groups(r),
+            show_gpus: s.cells.iter().any(|c| !c.gpus.is_empty()),
+            calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
             conventions: conventions::rows(&s.conventions),
             warnings: s.warnings.clone(),
             provenance: provenance::provenance(r, v),

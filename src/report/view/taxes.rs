@@ -15,6 +15,40 @@ pub struct TaxCell {
     pub mark: String,
 }
 
+/// One GPU-to-GPU calibration row as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrationView {
+    pub rate: String,
+    pub shape: String,
+    pub host: String,
+    pub reference: String,
+    pub other: String,
+    /// Measured requests: reference / other.
+    pub n: String,
+    pub ttft: TaxCell,
+    pub tpot: TaxCell,
+    pub detectable: String,
+}
+
+pub(super) fn calibration_view(c: &crate::analysis::model::CalibrationRow) -> CalibrationView {
+    let names = |g: &[crate::analysis::model::LaunchGpu]| {
+        let mut v: Vec<String> = g.iter().map(ToString::to_string).collect();
+        v.dedup();
+        v.join(", ")
+    };
+    CalibrationView {
+        rate: fmt::rate(c.rate),
+        shape: format!("{}/{}", c.input_len, c.output_len),
+        host: c.host.clone().unwrap_or_default(),
+        reference: names(&c.reference),
+        other: names(&c.other),
+        n: format!("{} / {}", c.n_reference, c.n_other),
+        ttft: tax_cell(Some(&c.ttft_p90)),
+        tpot: tax_cell(Some(&c.tpot_p90)),
+        detectable: if c.detectable { "yes" } else { "no" }.to_owned(),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefTaxRow {
     pub config: String,

@@ -1,0 +1,294 @@
+//! Which launch runs where: the one place that decides the order of a stage's launches, which
+//! shard (`--shard K/N`, a host) runs each, and which GPU slot on that host runs it.
+//!
+//! - **Order**: for each launch index k, a seeded permutation of the profile's configs, so the
+//!   launches of one config are interleaved with the others' (drift spreads over configs).
+//! - **Shard** of (config c, launch k) = (k + rank(c)) mod N, rank = c's position in the
+//!   profile's list. It depends only on the profile (never on what a host's pre-flight
+//!   included), so the same profile and seed give the same disjoint parts on every host, and
+//!   each config's launches are spread evenly over the shards.
+//! - **Slot** of the j-th launch of c in its shard (j = k div N) = (j + rank(c)) mod S: each
+//!   config's launches are balanced over the slots (counts differ by at most one), and in each
+//!   round the configs sit on different slots.
+//! - **Calibration** (`slots.plain_on_every_slot`, Phase A only): a first block in which plain
+//!   runs on every slot at the same time, launch indices [`CALIBRATION_BASE`] + 64·(K−1) + s.
+//!
+//! A stage is a list of [`Block`]s run one after another (a barrier between them); inside a
+//! block each slot runs its queue in order, one launch at a time.
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+use super::profile::Profile;
+
+/// First launch index of calibration launches (far above any `--launches`, so a calibration
+/// launch never shares an identity with a regular one).
+pub const CALIBRATION_BASE: u32 = 1000;
+
+/// `--shard K/N` (K in 1..=N).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub k: u32,
+    pub n: u32,
+}
+
+impl Shard {
+    pub const WHOLE: Shard = Shard { k: 1, n: 1 };
+
+    pub fn is_whole(&self) -> bool {
+        self.n == 1
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let (k, n) = s
+            .split_once('/')
+            .ok_or_else(|| format!("--shard {s:?}: expected K/N, e.g. 1/2"))?;
+        let (k, n): (u32, u32) = (
+            k.trim()
+                .parse()
+                .map_err(|_| format!("--shard {s:?}: K is not a number"))?,
+            n.trim()
+                .parse()
+                .map_err(|_| format!("--shard {s:?}: N is not a number"))?,
+        );
+        if n == 0 || k == 0 || k > n {
+            return Err(format!("--shard {s:?}: need 1 <= K <= N"));
+        }
+        Ok(Shard { k, n })
+    }
+}
+
+/// One launch of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    pub config: String,
+    pub launch: u32,
+    pub slot: usize,
+    pub calibration: bool,
+}
+
+/// Launches that run side by side, one queue per slot; the next block starts when every queue
+/// is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    pub name: &'static str,
+    pub queues: Vec<Vec<Unit>>,
+}
+
+impl Block {
+    pub fn units(&self) -> impl Iterator<Item = &Unit> {
+        self.queues.iter().flatten()
+    }
+}
+
+/// (config, launch) in run order over `configs`: for each launch index, a seeded permutation,
+/// so launches of one config are interleaved with the others'.
+pub fn order(p: &Profile, configs: &[String], stage: u64) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for k in 0..p.launches {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(p.seed ^ (stage << 40) ^ u64::from(k));
+        let mut v = configs.to_vec();
+        for i in (1..v.len()).rev() {
+            let j = rng.random_range(0..=i);
+            v.swap(i, j);
+        }
+        out.extend(v.into_iter().map(|c| (c, k)));
+    }
+    out
+}
+
+/// The plan of one stage (1 = Phase A, 3 = Phase B) for this shard and `slots` slots, over the
+/// configs of `run` (a subset of the profile's; shard and slot ranks use the profile's list).
+pub fn stage_plan(
+    p: &Profile,
+    run: &[String],
+    stage: u64,
+    shard: Shard,
+    slots: usize,
+) -> Vec<Block> {
+    let slots = slots.max(1);
+    let rank = |c: &str| p.configs.iter().position(|x| x == c).unwrap_or(0) as u32;
+    let mut blocks = Vec::new();
+    if stage == 1 && p.slots.plain_on_every_slot && slots > 1 && run.iter().any(|c| c == "plain") {
+        blocks.push(Block {
+            name: "calibration: plain on every slot at once",
+            queues: (0..slots)
+                .map(|s| {
+                    vec![Unit {
+                        config: "plain".into(),
+                        launch: calibration_launch(shard, s),
+                        slot: s,
+                        calibration: true,
+                    }]
+                })
+                .collect(),
+        });
+    }
+    let mut queues = vec![Vec::new(); slots];
+    for (config, k) in order(p, &p.configs, stage) {
+        let r = rank(&config);
+        if (k + r) % shard.n != shard.k - 1 || !run.contains(&config) {
+            continue;
+        }
+        let j = k / shard.n;
+        let slot = ((j + r) as usize) % slots;
+        queues[slot].push(Unit {
+            config,
+            launch: k,
+            slot,
+            calibration: false,
+        });
+    }
+    blocks.push(Block {
+        name: "launches",
+        queues,
+    });
+    blocks
+}
+
+/// Launch index of the calibration launch on slot `s` of shard `shard`.
+pub fn calibration_launch(shard: Shard, s: usize) -> u32 {
+    CALIBRATION_BASE + 64 * (shard.k - 1) + s as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn profile(configs: &[&str], launches: u32) -> Profile {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut p = super::super::profile::load("sim", repo).unwrap().profile;
+        p.configs = configs.iter().map(|s| (*s).to_owned()).collect();
+        p.launches = launches;
+        p
+    }
+
+    fn all(blocks: &[Block]) -> Vec<Unit> {
+        blocks.iter().flat_map(|b| b.units().cloned()).collect()
+    }
+
+    #[test]
+    fn shard_syntax() {
+        assert_eq!("2/3".parse::<Shard>(), Ok(Shard { k: 2, n: 3 }));
+        assert!("0/3".parse::<Shard>().is_err());
+        assert!("4/3".parse::<Shard>().is_err());
+        assert!("x".parse::<Shard>().is_err());
+    }
+
+    #[test]
+    fn one_slot_one_shard_is_the_interleaved_order() {
+        let p = profile(&["plain", "noop_connector", "mooncake_both"], 2);
+        let cfgs = p.configs.clone();
+        let b = stage_plan(&p, &cfgs, 1, Shard::WHOLE, 1);
+        assert_eq!(b.len(), 1);
+        let got: Vec<(String, u32)> = all(&b).into_iter().map(|u| (u.config, u.launch)).collect();
+        assert_eq!(got, order(&p, &cfgs, 1));
+        // Launch 0 of every config before any launch 1.
+        assert!(got[..3].iter().all(|(_, k)| *k == 0));
+    }
+
+    #[test]
+    fn shards_partition_the_plan_deterministically() {
+        let configs = [
+            "plain",
+            "noop_connector",
+            "mooncake_both",
+            "nixl_both",
+            "lmcache_only",
+        ];
+        let p = profile(&configs, 3);
+        let cfgs = p.configs.clone();
+        for n in 1..=4u32 {
+            let mut seen: Vec<(String, u32)> = Vec::new();
+            for k in 1..=n {
+                let part = all(&stage_plan(&p, &cfgs, 1, Shard { k, n }, 2));
+                assert_eq!(
+                    part,
+                    all(&stage_plan(&p, &cfgs, 1, Shard { k, n }, 2)),
+                    "deterministic"
+                );
+                seen.extend(part.into_iter().map(|u| (u.config, u.launch)));
+            }
+            let whole: BTreeSet<_> = order(&p, &cfgs, 1).into_iter().collect();
+            assert_eq!(seen.len(), whole.len(), "n={n}: disjoint");
+            assert_eq!(
+                seen.into_iter().collect::<BTreeSet<_>>(),
+                whole,
+                "n={n}: complete"
+            );
+        }
+        // A config missing on one host (pre-flight skip) does not move the others.
+        let fewer: Vec<String> = cfgs.iter().filter(|c| *c != "nixl_both").cloned().collect();
+        for k in 1..=2 {
+            let s = Shard { k, n: 2 };
+            let with: Vec<Unit> = all(&stage_plan(&p, &cfgs, 1, s, 2))
+                .into_iter()
+                .filter(|u| u.config != "nixl_both")
+                .collect();
+            assert_eq!(with, all(&stage_plan(&p, &fewer, 1, s, 2)));
+        }
+    }
+
+    #[test]
+    fn every_config_is_balanced_over_slots() {
+        let configs = ["plain", "noop_connector", "mooncake_both"];
+        for (launches, slots) in [(2u32, 2usize), (4, 2), (3, 2), (4, 4), (5, 3)] {
+            let p = profile(&configs, launches);
+            let cfgs = p.configs.clone();
+            let units = all(&stage_plan(&p, &cfgs, 1, Shard::WHOLE, slots));
+            let mut per: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+            for u in &units {
+                per.entry(u.config.as_str()).or_insert(vec![0; slots])[u.slot] += 1;
+            }
+            for (c, counts) in per {
+                let (lo, hi) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+                assert!(
+                    hi - lo <= 1,
+                    "{c}: {counts:?} (launches {launches}, slots {slots})"
+                );
+            }
+        }
+        // Two configs, two launches, two slots: each config once on each slot, and in each
+        // round the two configs run side by side.
+        let p = profile(&["plain", "noop_connector"], 2);
+        let cfgs = p.configs.clone();
+        let b = stage_plan(&p, &cfgs, 1, Shard::WHOLE, 2);
+        let q = &b[0].queues;
+        assert_eq!(q[0].len(), 2);
+        assert_eq!(q[1].len(), 2);
+        for (a, b) in q[0].iter().zip(&q[1]) {
+            assert_ne!(a.config, b.config);
+        }
+    }
+
+    #[test]
+    fn calibration_block_puts_plain_on_every_slot_first() {
+        let mut p = profile(&["plain", "noop_connector"], 2);
+        p.slots.plain_on_every_slot = true;
+        let cfgs = p.configs.clone();
+        let b = stage_plan(&p, &cfgs, 1, Shard::WHOLE, 2);
+        assert_eq!(b.len(), 2);
+        let cal: Vec<&Unit> = b[0].units().collect();
+        assert_eq!(cal.len(), 2);
+        assert!(cal.iter().all(|u| u.config == "plain" && u.calibration));
+        assert_eq!(
+            cal.iter().map(|u| (u.slot, u.launch)).collect::<Vec<_>>(),
+            vec![(0, 1000), (1, 1001)]
+        );
+        // Not in Phase B, not with one slot, and shard 2's indices differ from shard 1's.
+        assert_eq!(stage_plan(&p, &cfgs, 3, Shard::WHOLE, 2).len(), 1);
+        assert_eq!(stage_plan(&p, &cfgs, 1, Shard::WHOLE, 1).len(), 1);
+        let s2 = stage_plan(&p, &cfgs, 1, Shard { k: 2, n: 2 }, 2);
+        assert_eq!(s2[0].queues[0][0].launch, 1064);
+    }
+}

@@ -1,0 +1,113 @@
+//! Resume: the results root is the state. A launch is identified by (config, launch index,
+//! stage) in its run directory's `config.json`; its cells are done when `summary.json` says
+//! they are complete. A launch with incomplete cells is relaunched in the same run directory
+//! and reruns only those cells; their old files move to `superseded/<stamp>/` (kept, not
+//! ingested).
+
+use std::path::{Path, PathBuf};
+
+use ctax_schema::{PlannedCell, RunConfig, RunSummary};
+
+use super::manifest;
+use super::server::unix_ms;
+
+/// What is left of one launch.
+pub enum Todo {
+    /// Every planned cell is complete.
+    Done,
+    /// A new run directory (nothing ran yet).
+    Fresh(Vec<PlannedCell>),
+    /// Rerun these cells in an existing run directory.
+    Resume(PathBuf, Vec<PlannedCell>),
+}
+
+/// The existing run directory of (config, launch, stage) in `root`, if any.
+pub fn find_run(
+    root: &Path,
+    config: &str,
+    launch: u32,
+    stage: &str,
+) -> Option<(PathBuf, RunConfig)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs.into_iter().find_map(|d| {
+        let rc: RunConfig =
+            serde_json::from_slice(&std::fs::read(d.join("config.json")).ok()?).ok()?;
+        (rc.config == config && rc.launch == launch && run_stage(&rc) == stage).then_some((d, rc))
+    })
+}
+
+/// The stage (`A` or `B`) a run directory was made for.
+pub fn run_stage(rc: &RunConfig) -> String {
+    rc.extra
+        .get("stage")
+        .and_then(|s| s.as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+pub fn read_summary(dir: &Path) -> RunSummary {
+    std::fs::read(dir.join("summary.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// The `summary.json` key of a planned cell (`<phase>/<cell>`, [`ctax_schema::CellKey`]).
+pub fn key(c: &PlannedCell) -> String {
+    ctax_schema::CellKey::new(c.phase, c.cell.clone()).to_string()
+}
+
+/// What remains of (config, launch, stage) with `cells` planned.
+pub fn todo(root: &Path, config: &str, launch: u32, stage: &str, cells: &[PlannedCell]) -> Todo {
+    let Some((dir, _)) = find_run(root, config, launch, stage) else {
+        return Todo::Fresh(cells.to_vec());
+    };
+    let summary = read_summary(&dir);
+    let left: Vec<PlannedCell> = cells
+        .iter()
+        .filter(|c| !summary.cells.get(&key(c)).is_some_and(|h| h.complete))
+        .cloned()
+        .collect();
+    if left.is_empty() {
+        Todo::Done
+    } else {
+        Todo::Resume(dir, left)
+    }
+}
+
+/// Moves the raw files of cells about to be rerun into `superseded/<stamp>/` (kept, not
+/// ingested) and forgets their summary entries so the new ones replace them.
+pub fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> {
+    let dst = dir.join("superseded").join(manifest::stamp(unix_ms()));
+    for c in todo {
+        for kind in ctax_schema::FileKind::ALL {
+            for ext in ["", ".zst"] {
+                let name = format!(
+                    "{}{ext}",
+                    ctax_schema::file_name(kind, c.phase, &c.cell.name())
+                );
+                let src = dir.join(&name);
+                if src.exists() {
+                    std::fs::create_dir_all(&dst)?;
+                    std::fs::rename(&src, dst.join(&name))?;
+                }
+            }
+        }
+    }
+    let mut summary = read_summary(dir);
+    for c in todo {
+        summary.cells.remove(&key(c));
+        summary.stats.remove(&key(c));
+        summary.placement.remove(&key(c));
+    }
+    if dir.join("summary.json").exists() {
+        crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary)?;
+    }
+    Ok(())
+}

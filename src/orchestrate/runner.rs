@@ -1,0 +1,122 @@
+//! The slot runner: runs a stage's [`Block`]s one after another; inside a block one thread per
+//! slot runs that slot's queue, one launch at a time ([`super::launch::run`]). A slot that hits
+//! an error stops (the others finish their queues; the error is returned after the block);
+//! Ctrl-C makes every slot stop its server, keep its data and return `Interrupted`.
+
+use ctax_schema::PlannedCell;
+
+use super::plan::{Block, Unit};
+use super::slots::Slot;
+use super::{Ctx, Outcome, launch, signals};
+
+/// What a stage did.
+#[derive(Default)]
+pub struct StageRun {
+    pub outcomes: Vec<(Unit, Outcome)>,
+    pub errors: Vec<anyhow::Error>,
+}
+
+impl StageRun {
+    pub fn interrupted(&self) -> bool {
+        signals::interrupted()
+            || self
+                .outcomes
+                .iter()
+                .any(|(_, o)| *o == Outcome::Interrupted)
+    }
+}
+
+/// Runs `blocks` of `stage` (`A` or `B`) on `slots`; `cells` gives each launch's planned cells.
+pub fn run_stage(
+    ctx: &Ctx,
+    slots: &[Slot],
+    blocks: &[Block],
+    stage: &str,
+    cells: &(dyn Fn(&Unit) -> Vec<PlannedCell> + Sync),
+) -> StageRun {
+    let mut out = StageRun::default();
+    for block in blocks {
+        if out.interrupted() || !out.errors.is_empty() {
+            break;
+        }
+        let busy = block.queues.iter().filter(|q| !q.is_empty()).count();
+        if busy == 0 {
+            continue;
+        }
+        eprintln!(
+            "[ctax] stage {stage}, {}: {} launches on {} slot(s)",
+            block.name,
+            block.units().count(),
+            busy
+        );
+        let results: Vec<QueueRun> = std::thread::scope(|sc| {
+            let handles: Vec<_> = block
+                .queues
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| !q.is_empty())
+                .map(|(s, q)| {
+                    let slot = &slots[s];
+                    sc.spawn(move || run_queue(ctx, slot, q, stage, cells))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        (Vec::new(), Some(anyhow::anyhow!("a slot thread panicked")))
+                    })
+                })
+                .collect()
+        });
+        for (o, e) in results {
+            out.outcomes.extend(o);
+            out.errors.extend(e);
+        }
+    }
+    out
+}
+
+/// What one slot's queue did: the launches it ran and the error that stopped it, if any.
+type QueueRun = (Vec<(Unit, Outcome)>, Option<anyhow::Error>);
+
+fn run_queue(
+    ctx: &Ctx,
+    slot: &Slot,
+    queue: &[Unit],
+    stage: &str,
+    cells: &(dyn Fn(&Unit) -> Vec<PlannedCell> + Sync),
+) -> QueueRun {
+    let mut done = Vec::new();
+    for unit in queue {
+        if signals::interrupted() {
+            break;
+        }
+        match launch::run(ctx, slot, unit, stage, &cells(unit)) {
+            Ok(o) => {
+                done.push((unit.clone(), o));
+                if o == Outcome::Interrupted {
+                    break;
+                }
+            }
+            Err(e) => {
+                eprintln!(
+                    "[ctax] {}: {} l{} stopped this slot: {e:#}",
+                    slot.label(),
+                    unit.config,
+                    unit.launch
+                );
+                return (
+                    done,
+                    Some(e.context(format!(
+                        "{}: {} l{} stage {stage}",
+                        slot.label(),
+                        unit.config,
+                        unit.launch
+                    ))),
+                );
+            }
+        }
+    }
+    (done, None)
+}
