@@ -54,7 +54,6 @@ pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
     let ds = crate::ingest::Dataset {
         root: run_dir.to_path_buf(),
         runs: vec![run],
-        calibration: Vec::new(),
         preflight: None,
         reference_rates: None,
         manifest: Vec::new(),
