@@ -69,6 +69,16 @@ pub enum Cmd {
     /// Print the evidence behind the statistical defaults: autocorrelation by send order,
     /// block lengths and within-cell drift of every run cell (Markdown).
     Diagnose { root: PathBuf },
+    /// Calibrate the tax CIs by simulation: false-detection rate (true tax 0) and power (10%,
+    /// 20%) of the TTFT p90 tax for 1/2/3/5 /8 launches per config and launch sd 5%/10% (Markdown).
+    CalibrateNoise {
+        /// Seeds per setting.
+        #[arg(long, default_value_t = 200)]
+        seeds: u32,
+        /// Bootstrap resamples per analysis.
+        #[arg(long, default_value_t = 2000)]
+        resamples: usize,
+    },
     /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
     /// writes DIR/instrument_check.{md,json} and prints the table.
     InstrumentCheck {

@@ -24,6 +24,7 @@ pub mod diagnose;
 pub mod fsutil;
 pub mod ingest;
 pub mod instrument_check;
+pub mod noise_calibration;
 pub mod orchestrate;
 pub mod pipeline;
 pub mod report;

@@ -83,6 +83,11 @@ fn run() -> anyhow::Result<ExitCode> {
             let rows = connector_tax::diagnose::diagnose(&ds);
             print!("{}", connector_tax::diagnose::markdown(&rows));
         }
+        Cmd::CalibrateNoise { seeds, resamples } => {
+            use connector_tax::noise_calibration as nc;
+            let out = nc::run(&nc::default_grid(), seeds, resamples)?;
+            print!("{}", nc::markdown(&out));
+        }
         Cmd::InstrumentCheck { dir, stats } => {
             use connector_tax::instrument_check as ic;
             let cmp = ic::compare(&ic::load(&dir)?, &stats.options().bootstrap);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Top-level modules and their layer; a module imports only strictly lower layers.
-const LAYERS: [(&str, u8); 12] = [
+const LAYERS: [(&str, u8); 13] = [
     ("stats", 0),
     ("fsutil", 0),
     ("ingest", 1),
@@ -14,6 +14,7 @@ const LAYERS: [(&str, u8); 12] = [
     ("analysis", 2),
     ("diagnose", 3),
     ("instrument_check", 3),
+    ("noise_calibration", 3),
     ("verdicts", 3),
     ("report", 4),
     ("pipeline", 5),

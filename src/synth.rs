@@ -11,10 +11,11 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+pub use ctax_schema::Arrival;
 use ctax_schema::{
-    Arrival, Cell, CellHealth, CellKey, Decision, Event, FileKind, MetricsSample, Phase,
-    PlannedCell, PreflightEntry, PreflightStatus, RequestRecord, RunConfig, RunSummary,
-    SCHEMA_VERSION, Status, StepRecord, file_name,
+    Cell, CellHealth, CellKey, Decision, Event, FileKind, MetricsSample, Phase, PlannedCell,
+    PreflightEntry, PreflightStatus, RequestRecord, RunConfig, RunSummary, SCHEMA_VERSION, Status,
+    StepRecord, file_name,
 };
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
@@ -33,6 +34,9 @@ pub struct SynthConfig {
     /// Extra engine-step time (µs) and instrumented callback time (µs) per step.
     pub step_extra_us: f64,
     pub callback_us: Option<f64>,
+    /// `(launch, factor)`: that launch of this config alone runs `factor` × slower (TTFT and
+    /// TPOT), e.g. a server that came up on a degraded GPU; the A/A check must catch it.
+    pub slow_launch: Option<(u32, f64)>,
 }
 
 impl SynthConfig {
@@ -44,6 +48,7 @@ impl SynthConfig {
             capacity_rps: 1e9,
             step_extra_us: 0.0,
             callback_us: if name == "plain" { None } else { Some(0.0) },
+            slow_launch: None,
         }
     }
 }
@@ -69,6 +74,11 @@ pub struct SynthSpec {
     pub sigma: f64,
     /// Lognormal sigma of a per-launch level shift.
     pub launch_sigma: f64,
+    /// AR(1) coefficient of the per-request log-latency noise in send order (0 = independent):
+    /// consecutive requests of a cell share part of their noise, as on a real server.
+    pub ar_rho: f64,
+    /// Fixed intervals, or Poisson arrivals (exponential gaps seeded by the launch's stream).
+    pub arrival: Arrival,
     /// Cap on events per request (outputs longer than this are written as fewer events
     /// carrying several tokens each); `None` = one event per token.
     pub max_events: Option<u32>,
@@ -95,6 +105,8 @@ impl Default for SynthSpec {
             base_tpot_ms: 10.0,
             sigma: 0.25,
             launch_sigma: 0.0,
+            ar_rho: 0.0,
+            arrival: Arrival::Fixed,
             max_events: Some(64),
             with_metrics: true,
             with_steps: true,
@@ -167,7 +179,12 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(
                 spec.seed ^ ((ci as u64) << 32) ^ u64::from(launch) << 8,
             );
-            let level = (spec.launch_sigma * normal(&mut rng)).exp();
+            let mut level = (spec.launch_sigma * normal(&mut rng)).exp();
+            if let Some((l, factor)) = cfg.slow_launch
+                && l == launch
+            {
+                level *= factor;
+            }
             let dir = root.join(format!(
                 "20260101-{:02}{:02}00_{}_l{launch}",
                 ci, launch, cfg.name
@@ -230,7 +247,7 @@ fn write_run(
         .map(|(p, c)| PlannedCell {
             phase: *p,
             cell: c.clone(),
-            arrival: Arrival::Fixed,
+            arrival: spec.arrival,
             duration_s: 0.0,
             warmup_s: 0.0,
             min_completed: spec.requests_per_cell as u64,
@@ -323,16 +340,37 @@ fn write_cell(
     let mut starts = Vec::with_capacity(n);
     let mut ends = Vec::with_capacity(n);
     let mut events: Vec<Event> = Vec::with_capacity(n_events as usize);
-    for i in 0..n {
-        let arrival = t0 as f64 + i as f64 * gap_ns;
+    let mut acc = 0.0f64;
+    let arrivals: Vec<f64> = (0..n)
+        .map(|i| match spec.arrival {
+            Arrival::Fixed => t0 as f64 + i as f64 * gap_ns,
+            Arrival::Poisson => {
+                let t = t0 as f64 + acc;
+                acc += -gap_ns * (1.0 - rng.random::<f64>()).ln();
+                t
+            }
+        })
+        .collect();
+    let rho = spec.ar_rho.clamp(0.0, 0.999);
+    let innovation = (1.0 - rho * rho).sqrt();
+    // Stationary start; with rho = 0 no draw is spent, so independent noise keeps the stream
+    // (and every fixture built on it) exactly as before the AR option existed.
+    let (mut ar_ttft, mut ar_tpot) = if rho > 0.0 {
+        (normal(rng), normal(rng))
+    } else {
+        (0.0, 0.0)
+    };
+    for (i, &arrival) in arrivals.iter().enumerate() {
+        ar_ttft = rho * ar_ttft + innovation * normal(rng);
+        ar_tpot = rho * ar_tpot + innovation * normal(rng);
         let start = if i == 0 {
             arrival
         } else {
             arrival.max(prev_start + service_ns)
         };
         prev_start = start;
-        let ttft_ns = (start - arrival) + ttft_base * 1e6 * (spec.sigma * normal(rng)).exp();
-        let tpot_ns = tpot_base * 1e6 * (0.5 * spec.sigma * normal(rng)).exp();
+        let ttft_ns = (start - arrival) + ttft_base * 1e6 * (spec.sigma * ar_ttft).exp();
+        let tpot_ns = tpot_base * 1e6 * (0.5 * spec.sigma * ar_tpot).exp();
         let t_send = arrival as u64 + 20_000;
         let first = t_send + ttft_ns as u64;
         events.clear();
@@ -377,8 +415,8 @@ fn write_cell(
     }
     w.flush()?;
     let t_start = t0;
-    let t_warm = (t0 as f64 + spec.warmup_requests as f64 * gap_ns) as u64;
-    let t_last = (t0 as f64 + (n - 1) as f64 * gap_ns) as u64;
+    let t_warm = arrivals.get(spec.warmup_requests).map_or(t0, |&a| a as u64);
+    let t_last = arrivals.last().map_or(t0, |&a| a as u64);
     let t_end = ends.iter().copied().max().unwrap_or(t_last) + 1_000_000;
     if spec.with_metrics {
         let mut w = BufWriter::new(std::fs::File::create(dir.join(file_name(
@@ -388,8 +426,7 @@ fn write_cell(
         )))?);
         let mut t = t_start;
         while t <= t_end {
-            let arrived = ((t.saturating_sub(t0)) as f64 / gap_ns).floor() as usize + 1;
-            let arrived = arrived.min(n);
+            let arrived = arrivals.iter().filter(|&&a| a as u64 <= t).count();
             let started = starts.iter().filter(|&&s| s <= t).count();
             let running = starts
                 .iter()
@@ -458,7 +495,7 @@ fn write_cell(
         rate: cell.rate,
         input_len: cell.input_len,
         output_len: cell.output_len,
-        arrival: Arrival::Fixed,
+        arrival: spec.arrival,
         seed: spec.seed,
         t_start_ns: t_start,
         t_warmup_end_ns: t_warm,

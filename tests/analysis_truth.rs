@@ -34,9 +34,11 @@ fn run(spec: &SynthSpec) -> R {
     }
 }
 
+/// Two launches per config (with one, no tax can be detected: launch noise unknown).
 fn spec(configs: Vec<SynthConfig>) -> SynthSpec {
     SynthSpec {
         configs,
+        launches: 2,
         phase_a_rates: vec![1.0, 2.0, 4.0],
         requests_per_cell: 400,
         ..Default::default()
@@ -324,4 +326,167 @@ fn analysis_is_deterministic() {
         serde_json::to_string(&va).unwrap(),
         serde_json::to_string(&vb).unwrap()
     );
+}
+
+/// Truth: every config ran ONE launch, with a real 20% tax. The launch-to-launch variance is then
+/// unknown: the tax is not called detected (whatever its request-level CI says) and H1 is
+/// inconclusive with the reason, not supported.
+#[test]
+fn one_launch_per_config_detects_nothing_and_says_why() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.20, 1.0),
+    ]);
+    s.launches = 1;
+    let r = run(&s);
+    assert!(!r.summary.launch_noise.ttft_known());
+    let t = ref_safe_tax(&r, "mooncake_both").ttft_p90.clone().unwrap();
+    assert!(
+        t.value.lo.unwrap() > 0.0,
+        "the request-level CI alone excludes 0: {:?}",
+        t.value
+    );
+    assert_eq!(t.detection, Detection::NoLaunchNoise);
+    let h1 = r.verdicts.hypotheses.iter().find(|v| v.id == "h1").unwrap();
+    assert_eq!(h1.verdict, VerdictKind::Inconclusive, "{}", h1.reason);
+    assert!(
+        h1.reason
+            .contains("launch-to-launch variance unknown (one launch per config)"),
+        "{}",
+        h1.reason
+    );
+    assert!(
+        r.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("launch-to-launch variance unknown"))
+    );
+}
+
+/// Truth: a 20% tax, launch-level sd 10% on every latency, three launches per config. The pooled
+/// launch noise is estimated near 10% and the tax CI is wider than the request-level CI of the
+/// same data with one launch's worth of noise left out (it carries the launch variance).
+#[test]
+fn launch_noise_is_estimated_and_widens_the_tax_ci() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.20, 1.0),
+    ]);
+    s.launches = 3;
+    s.launch_sigma = 0.10;
+    let r = run(&s);
+    let pv = r.summary.launch_noise.metrics["ttft_p90"];
+    // 2 configs x 3 unsaturated cells, 3 launches each: df = 6 x 2 = 12.
+    assert_eq!(pv.df, 12);
+    // Launch sd 0.10 plus each launch's own p90 sampling sd (~0.25 * 1.7 / sqrt(400) ~ 0.02):
+    // sqrt(0.10^2 + 0.02^2) ~ 0.102 on the log scale; a 12-df estimate lies within [0.05, 0.17]
+    // with probability > 99% (chi-square(12) quantiles 3.07 and 28.3).
+    let sd = pv.var.sqrt();
+    assert!((0.05..0.17).contains(&sd), "pooled launch sd {sd}");
+    let t = ref_safe_tax(&r, "mooncake_both").ttft_p90.clone().unwrap();
+    let width = t.value.hi.unwrap() - t.value.lo.unwrap();
+    // A t(12) interval of a difference of two 3-launch means: 2 * 2.179 * sd * sqrt(2/3) * 1.2.
+    let expect = 2.0 * 2.179 * sd * (2.0f64 / 3.0).sqrt() * 1.2;
+    assert!(
+        width > 0.7 * expect && width < 1.5 * expect,
+        "CI width {width} vs t-interval {expect}"
+    );
+    assert!(t.value.lo.unwrap() <= 0.20 && 0.20 <= t.value.hi.unwrap());
+}
+
+/// Truth: plain and noop are identical except that noop's launch 1 ran 60% slower (a degraded
+/// server). The A/A tax of noop (launch 0 vs 1) excludes 0: the dataset is marked unstable, a
+/// loud warning names it, and every tax verdict says so; plain's A/A straddles 0.
+#[test]
+fn a_detectable_aa_tax_marks_the_dataset_unstable() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig {
+            slow_launch: Some((1, 1.6)),
+            ..SynthConfig::new("noop_connector", 1.0, 1.0)
+        },
+        SynthConfig::new("mooncake_both", 1.0, 1.0),
+    ]);
+    s.phase_a_rates = vec![1.0, 1.5, 2.0, 3.0, 4.0];
+    let r = run(&s);
+    let aa = |c: &str| {
+        r.summary
+            .aa_taxes
+            .iter()
+            .find(|a| a.config == c && a.context == TaxContext::RefSafe)
+            .unwrap_or_else(|| panic!("A/A of {c}"))
+    };
+    assert!(aa("noop_connector").unstable, "{:?}", aa("noop_connector"));
+    assert!(!aa("plain").unstable, "{:?}", aa("plain"));
+    assert_eq!(aa("plain").launches_a, vec![0]);
+    assert_eq!(aa("plain").launches_b, vec![1]);
+    assert!(r.verdicts.unstable);
+    assert!(
+        r.summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("UNSTABLE DATASET") && w.contains("noop_connector"))
+    );
+    let h1 = r.verdicts.hypotheses.iter().find(|v| v.id == "h1").unwrap();
+    assert!(h1.reason.starts_with("UNSTABLE DATASET"), "{}", h1.reason);
+}
+
+/// Truth: Poisson arrivals at 1-16 req/s, capacity far above (no queue), cells as the GPU
+/// profiles run them (40 s of sends, at least 80 measured requests). Criterion 1 judges the
+/// requests actually scheduled in the window (their ok share × their completion pace), so it
+/// never fires over 40 seeds — while the seed's nominal ratio (effective / offered rate), kept
+/// in the note, falls below 0.95 in some cells by the Poisson draw alone. An overloaded cell
+/// (capacity 4 req/s, offered 8) still fires.
+#[test]
+fn poisson_cells_below_capacity_never_fire_criterion_1() {
+    use connector_tax::synth::Arrival;
+    let mut nominal_low = 0;
+    let mut cells = 0;
+    for seed in 0..40u64 {
+        for rate in [1.0, 2.0, 4.0, 8.0, 16.0] {
+            let mut s = spec(vec![SynthConfig::new("plain", 1.0, 1.0)]);
+            s.launches = 1;
+            s.arrival = Arrival::Poisson;
+            s.seed = 7000 + seed;
+            s.phase_a_rates = vec![rate];
+            s.requests_per_cell = ((40.0 * rate) as usize).max(80);
+            s.with_steps = false;
+            let r = run(&s);
+            for c in r.summary.cells.iter().filter(|c| c.launch.is_none()) {
+                let sat = c.saturation.as_ref().unwrap();
+                cells += 1;
+                assert!(
+                    !sat.throughput.fired,
+                    "seed {seed} {}: {:?}",
+                    c.key.cell, sat.throughput
+                );
+                if c.effective_rps.unwrap() / c.offered_rps < 0.95 {
+                    nominal_low += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cells, 200);
+    assert!(
+        nominal_low > 0,
+        "the nominal ratio never dipped: the test would not catch the old rule"
+    );
+    let mut s = spec(vec![SynthConfig {
+        capacity_rps: 4.0,
+        ..SynthConfig::new("plain", 1.0, 1.0)
+    }]);
+    s.launches = 1;
+    s.arrival = Arrival::Poisson;
+    s.phase_a_rates = vec![2.0, 8.0];
+    s.requests_per_cell = 200;
+    let r = run(&s);
+    let c8 = r
+        .summary
+        .cells
+        .iter()
+        .find(|c| c.launch.is_none() && c.rate == 8.0)
+        .unwrap();
+    let t = &c8.saturation.as_ref().unwrap().throughput;
+    assert!(t.fired, "{t:?}");
+    assert!((t.value.unwrap() - 0.5).abs() < 0.1, "{t:?}");
 }

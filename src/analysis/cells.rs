@@ -106,6 +106,15 @@ pub fn cell_stats(
         .sum();
     let completions: u64 = launches.iter().map(|l| l.completions_in_window).sum();
     let sends: u64 = launches.iter().map(|l| l.sends_in_window).sum();
+    let scheduled: u64 = launches.iter().map(|l| l.scheduled_in_window).sum();
+    let ok_of_scheduled: u64 = launches.iter().map(|l| l.ok_of_scheduled).sum();
+    let paced: Vec<(f64, f64)> = launches
+        .iter()
+        .filter_map(|l| l.completion_pace.map(|p| (p, l.scheduled_in_window as f64)))
+        .collect();
+    let pace_weight: f64 = paced.iter().map(|p| p.1).sum();
+    let completion_pace =
+        (pace_weight > 0.0).then(|| paced.iter().map(|p| p.0 * p.1).sum::<f64>() / pace_weight);
     let rate_per_window = |n: u64| (window_s > 0.0).then(|| n as f64 / window_s);
     let waiting: Vec<f64> = launches
         .iter()
@@ -153,6 +162,10 @@ pub fn cell_stats(
         offered_rps: cs.shape.rate,
         effective_rps: rate_per_window(completions),
         achieved_send_rps: rate_per_window(sends),
+        scheduled_in_window: (window_s > 0.0).then_some(scheduled),
+        completions_in_window: (window_s > 0.0).then_some(completions),
+        ok_of_scheduled: (window_s > 0.0).then_some(ok_of_scheduled),
+        completion_pace,
         waiting_p50: quantile(&waiting, 0.5),
         running_p50: quantile(&running, 0.5),
         lateness_us_p99: worst(|h| h.lateness_us_p99),

@@ -25,11 +25,13 @@ pub fn conventions(b: &BootstrapConfig) -> Conventions {
         ci_method: format!(
             "{:.0}% percentile bootstrap, {} resamples, seed {}; {method}; a config with several launches is \
              resampled hierarchically (launches with replacement, then requests within each launch), so CIs \
-             include launch-to-launch variation. Taxes resample the config and plain independently. ITL CIs \
+             include launch-to-launch variation (per-cell CIs). Tax CIs (and every verdict) carry the pooled \
+             launch-to-launch variance instead: {}. Taxes resample the config and plain independently. ITL CIs \
              treat gaps as independent (narrower than a request-level bootstrap); no verdict uses ITL.",
             b.confidence * 100.0,
             b.resamples,
-            b.seed
+            b.seed,
+            super::launch_noise::METHOD
         ),
         ttft: "time from the actual send (socket write) to the arrival of the first SSE event carrying output \
             tokens; `vllm bench serve` uses the same anchors. The intended-send (user) TTFT is stored too."
@@ -54,7 +56,8 @@ pub fn conventions(b: &BootstrapConfig) -> Conventions {
             do not either"
             .into(),
         saturation: format!(
-            "saturated at rate r if effective/offered < {THROUGHPUT_RATIO_MIN}, or num_requests_waiting p50 > \
+            "saturated at rate r if completions in the shifted window / requests scheduled in it < {THROUGHPUT_RATIO_MIN} \
+             (for fixed arrivals = effective/offered; for Poisson arrivals the draw, not the nominal rate), or num_requests_waiting p50 > \
              {WAITING_P50_MAX}, or TTFT p90(r)/TTFT p90(r/2) > {TTFT_GROWTH_MAX} (the next lower measured rate if \
              r/2 was not measured); every rate at or above the lowest flagged rate counts as saturated"
         ),

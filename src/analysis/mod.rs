@@ -14,6 +14,7 @@
 pub mod calibration;
 pub mod cells;
 pub mod conventions;
+pub mod launch_noise;
 pub mod model;
 pub mod replicates;
 pub mod samples;
@@ -50,13 +51,19 @@ pub struct Analysis {
     pub result: AnalysisResult,
     samples: BTreeMap<CellKey, CellSamples>,
     rep: Replicator,
+    noise: launch_noise::NoiseModel,
 }
 
 impl Analysis {
     /// Taxes (and their replicates) of any cell pair of this analysis; replicates already
     /// computed for `summary.taxes` are reused, not redrawn.
     pub fn taxes(&self) -> TaxEngine<'_> {
-        TaxEngine::new(&self.rep, &self.samples, &self.result.summary.cells)
+        TaxEngine::new(
+            &self.rep,
+            &self.samples,
+            &self.result.summary.cells,
+            &self.noise,
+        )
     }
 }
 
@@ -134,7 +141,22 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> 
             c.incomplete_reasons.join("; ")
         ));
     }
-    let tax_list = TaxEngine::new(&rep, &samples, &cells).all(&reference_rates);
+    let (noise, launch_noise) = launch_noise::NoiseModel::estimate(
+        &cells,
+        &per_launch,
+        opts.bootstrap.resamples,
+        opts.bootstrap.seed,
+    );
+    let engine = TaxEngine::new(&rep, &samples, &cells, &noise);
+    let tax_list = engine.all(&reference_rates);
+    let leave_out = launch_noise::leave_one_config_out(
+        &cells,
+        &per_launch,
+        opts.bootstrap.resamples,
+        opts.bootstrap.seed,
+    );
+    let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
+    warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
     let dataset = dataset_info(ds, &cells);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs);
@@ -149,13 +171,54 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> 
         reference_rates,
         taxes: tax_list,
         calibration,
+        launch_noise,
+        aa_taxes,
         warnings,
     };
     Ok(Analysis {
         result: AnalysisResult { summary, step_ecdf },
         samples,
         rep,
+        noise,
     })
+}
+
+/// Loud warnings: taxes without launch noise, and an A/A tax that detects something.
+fn noise_warnings(noise: &launch_noise::LaunchNoiseSummary, aa: &[model::AaTax]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !noise.ttft_known() {
+        out.push(format!(
+            "{}: every config ran one launch per cell, so no tax can be told from launch-to-launch noise (on the H200, TTFT p90 moves 5-20% between launches); run >= 2 launches per config (profile `launches`)",
+            launch_noise::UNKNOWN_REASON
+        ));
+    }
+    for a in aa.iter().filter(|a| a.unstable) {
+        let show = |t: &Option<model::TaxValue>| {
+            t.as_ref().map_or("n/a".into(), |t| {
+                let e = &t.value;
+                match (e.lo, e.hi) {
+                    (Some(lo), Some(hi)) => format!(
+                        "{:+.1}% [{:+.1}%, {:+.1}%]",
+                        e.est * 100.0,
+                        lo * 100.0,
+                        hi * 100.0
+                    ),
+                    _ => format!("{:+.1}%", e.est * 100.0),
+                }
+            })
+        };
+        out.push(format!(
+            "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable",
+            a.config,
+            a.phase,
+            a.cell,
+            a.launches_a,
+            a.launches_b,
+            show(&a.ttft_p90),
+            show(&a.tpot_p90)
+        ));
+    }
+    out
 }
 
 fn cell_order(a: &CellSamples, b: &CellSamples) -> std::cmp::Ordering {

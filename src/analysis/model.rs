@@ -128,6 +128,21 @@ pub struct CellStats {
     pub effective_rps: Option<f64>,
     /// Sends ÷ send-window length (did the client send at the offered rate?).
     pub achieved_send_rps: Option<f64>,
+    /// Requests whose intended send time lies in the measurement window (any outcome): what
+    /// was actually offered. Saturation criterion 1 divides the window's completions by it, so
+    /// a Poisson draw with fewer arrivals than `rate × window` is not mistaken for a shortfall.
+    #[serde(default)]
+    pub scheduled_in_window: Option<u64>,
+    /// Completions inside the (shifted) measurement window.
+    #[serde(default)]
+    pub completions_in_window: Option<u64>,
+    /// Of the requests scheduled in the window, those that ended ok.
+    #[serde(default)]
+    pub ok_of_scheduled: Option<u64>,
+    /// Completion pace of the window's own requests (scheduled-weighted over launches):
+    /// `1 / slope` of their completion times on their intended send times.
+    #[serde(default)]
+    pub completion_pace: Option<f64>,
     /// p50 over the window's scrapes of `vllm:num_requests_waiting` / `_running` (all engines).
     pub waiting_p50: Option<f64>,
     pub running_p50: Option<f64>,
@@ -212,6 +227,10 @@ pub enum Detection {
     Inconclusive,
     /// No CI.
     Unknown,
+    /// A CI from the requests alone: no (config, cell) had two launches, so the
+    /// launch-to-launch variance — the size of the taxes on real GPUs — is unknown and no tax is
+    /// called detected, whatever the request-level CI says.
+    NoLaunchNoise,
 }
 
 /// One tax figure: estimate, CI, unit, and whether the CI excludes zero.
@@ -257,6 +276,22 @@ pub struct Tax {
     pub callback_p50_us: Option<TaxValue>,
     /// step tax − callback tax, µs: step time not explained by the instrumented callbacks.
     pub step_minus_callback_us: Option<TaxValue>,
+}
+
+/// An A/A tax: `p90(launches A)/p90(launches B) − 1` of one config in one cell, A = its
+/// launches at even positions, B = odd, with the same launch-noise CIs as a tax.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AaTax {
+    pub config: String,
+    pub context: TaxContext,
+    pub phase: Phase,
+    pub cell: String,
+    pub launches_a: Vec<u32>,
+    pub launches_b: Vec<u32>,
+    pub ttft_p90: Option<TaxValue>,
+    pub tpot_p90: Option<TaxValue>,
+    /// Either CI excludes 0: the dataset is unstable (a loud warning; verdicts are marked).
+    pub unstable: bool,
 }
 
 /// Conventions the numbers follow; printed next to them in every report.
@@ -312,6 +347,13 @@ pub struct AnalysisSummary {
     /// GPU-to-GPU calibration (plain vs plain between GPUs); empty without a calibration round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calibration: Vec<CalibrationRow>,
+    /// Launches per config and the pooled launch-to-launch variance every tax CI carries.
+    #[serde(default)]
+    pub launch_noise: super::launch_noise::LaunchNoiseSummary,
+    /// A/A taxes: a config's launches split in two (even vs odd launch index) in each tax cell;
+    /// the noise floor next to the taxes. Each must straddle 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aa_taxes: Vec<AaTax>,
     /// Non-fatal problems (truncated lines, missing files, incomplete cells …).
     pub warnings: Vec<String>,
 }

@@ -2,9 +2,10 @@
 //! reference rates `ref_safe` / `ref_load` (also called by `ctax run` between Phase A and B).
 //!
 //! A config is saturated at rate r if any of:
-//! 1. effective_throughput(r) / r < 0.95 — completions inside the measurement window shifted
-//!    by the median E2E latency, ÷ its length, so the drain tail after the last send (and outputs
-//!    longer than the warm-up) never count against a healthy rate;
+//! 1. (ok share × completion pace) < 0.95 of the requests actually scheduled in the measurement
+//!    window — their completions keep the pace of their arrivals on a healthy server, whatever the
+//!    arrival process (see [`throughput_criterion`]); the drain tail, outputs longer than the
+//!    warm-up and a Poisson draw with fewer arrivals than nominal never count against it;
 //! 2. `vllm:num_requests_waiting` p50 over the window's scrapes > 1;
 //! 3. TTFT p90(r) / TTFT p90(r/2) > 1.5.
 //!
@@ -141,23 +142,7 @@ fn lower_reference(below: &[usize], cells: &[CellStats], r: f64) -> Option<usize
 }
 
 fn criteria(c: &CellStats, lower: Option<&CellStats>) -> Saturation {
-    let throughput = match c.effective_rps {
-        Some(eff) => {
-            let v = eff / c.offered_rps;
-            Criterion {
-                value: Some(v),
-                threshold: THROUGHPUT_RATIO_MIN,
-                fired: v < THROUGHPUT_RATIO_MIN,
-                note: None,
-            }
-        }
-        None => Criterion {
-            value: None,
-            threshold: THROUGHPUT_RATIO_MIN,
-            fired: false,
-            note: Some("no measurement window".into()),
-        },
-    };
+    let throughput = throughput_criterion(c);
     let queue = match c.waiting_p50 {
         Some(w) => Criterion {
             value: Some(w),
@@ -210,6 +195,46 @@ fn criteria(c: &CellStats, lower: Option<&CellStats>) -> Saturation {
         ttft_growth,
         any,
         saturated: any,
+    }
+}
+
+/// Criterion 1 on what was actually offered (fixed and Poisson arrivals alike): of the
+/// requests scheduled inside the measurement window, the share that ended ok × their completion
+/// pace (`1 / slope` of their completion times on their intended send times, least squares).
+/// A server that keeps up completes its window's requests at the pace they arrived (≈ 1, however
+/// the Poisson draw bunched them); an overloaded one completes them at capacity/offered. The
+/// nominal ratio (effective ÷ offered rate, the seed's) stays in the note: with Poisson arrivals
+/// it moves with the draw alone. Cells without the pace fall back to the nominal ratio.
+fn throughput_criterion(c: &CellStats) -> Criterion {
+    let nominal = c.effective_rps.map(|eff| eff / c.offered_rps);
+    let actual = match (c.ok_of_scheduled, c.scheduled_in_window, c.completion_pace) {
+        (Some(ok), Some(sched), Some(pace)) if sched > 0 => {
+            Some((ok as f64 / sched as f64 * pace.min(1.0), ok, sched, pace))
+        }
+        _ => None,
+    };
+    match (actual, nominal) {
+        (Some((v, ok, sched, pace)), _) => Criterion {
+            value: Some(v),
+            threshold: THROUGHPUT_RATIO_MIN,
+            fired: v < THROUGHPUT_RATIO_MIN,
+            note: Some(format!(
+                "{ok} of {sched} scheduled in the window ok, completion pace {pace:.3}; effective/offered (nominal): {}",
+                nominal.map_or("n/a".into(), |n| format!("{n:.3}"))
+            )),
+        },
+        (None, Some(v)) => Criterion {
+            value: Some(v),
+            threshold: THROUGHPUT_RATIO_MIN,
+            fired: v < THROUGHPUT_RATIO_MIN,
+            note: Some("effective/offered (no completion pace)".into()),
+        },
+        (None, None) => Criterion {
+            value: None,
+            threshold: THROUGHPUT_RATIO_MIN,
+            fired: false,
+            note: Some("no measurement window".into()),
+        },
     }
 }
 

@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use ctax_schema::{Phase, ReferenceRates};
 
 use super::cells::rep_key;
+use super::launch_noise::{NoiseModel, detection_without_noise};
 use super::model::{
-    CellKey, CellStats, Detection, Estimate, Tax, TaxContext, TaxValue, config_order,
+    AaTax, CellKey, CellStats, Detection, Estimate, Tax, TaxContext, TaxValue, config_order,
 };
 use super::replicates::{Replicator, Reps, combine2, combine3};
 use super::samples::{CellSamples, LaunchSamples};
@@ -37,7 +38,7 @@ pub enum Metric {
 }
 
 impl Metric {
-    fn spec(self) -> (&'static str, f64, Getter) {
+    pub(crate) fn spec(self) -> (&'static str, f64, Getter) {
         match self {
             Metric::TtftP90 => ("ttft_ms", 0.9, |l| &l.ttft_ms),
             Metric::TpotP90 => ("tpot_ms", 0.9, |l| &l.tpot_ms),
@@ -52,6 +53,8 @@ pub struct TaxEngine<'a> {
     pub rep: &'a Replicator,
     pub samples: &'a BTreeMap<CellKey, CellSamples>,
     pub stats: BTreeMap<CellKey, &'a CellStats>,
+    /// Launch-to-launch noise carried by every statistic's replicates.
+    pub noise: &'a NoiseModel,
 }
 
 impl<'a> TaxEngine<'a> {
@@ -59,6 +62,7 @@ impl<'a> TaxEngine<'a> {
         rep: &'a Replicator,
         samples: &'a BTreeMap<CellKey, CellSamples>,
         pooled: &'a [CellStats],
+        noise: &'a NoiseModel,
     ) -> Self {
         let stats = pooled
             .iter()
@@ -69,6 +73,34 @@ impl<'a> TaxEngine<'a> {
             rep,
             samples,
             stats,
+            noise,
+        }
+    }
+
+    /// Replicates of the linear `q`-quantile of `groups` (launches) carrying the launch noise of
+    /// `m` (request-level alone when it is unknown).
+    pub fn replicates(&self, m: Metric, est: f64, key: &str, groups: &[&[f64]]) -> Option<Reps> {
+        let (_, q, _) = m.spec();
+        let request = self.rep.quantile(key, groups, q)?;
+        let k = groups.iter().filter(|g| !g.is_empty()).count() as u32;
+        Some(
+            match self
+                .noise
+                .widen(m, est, k, &request, &format!("{key}|launch"))
+            {
+                Some(w) => std::sync::Arc::new(w),
+                None => request,
+            },
+        )
+    }
+
+    /// Detection of a value whose CI comes from metric(s) `ms`.
+    fn detect(&self, e: &Estimate, ms: &[Metric]) -> Detection {
+        let d = detection(e);
+        if ms.iter().all(|m| self.noise.known(*m)) {
+            d
+        } else {
+            detection_without_noise(d)
         }
     }
 
@@ -81,7 +113,7 @@ impl<'a> TaxEngine<'a> {
         };
         let cs = self.samples.get(&key)?;
         let st = self.stats.get(&key)?;
-        let (name, q, f) = m.spec();
+        let (name, _, f) = m.spec();
         let est = match m {
             Metric::TtftP90 => st.ttft_ms.p90,
             Metric::TpotP90 => st.tpot_ms.p90,
@@ -90,7 +122,7 @@ impl<'a> TaxEngine<'a> {
         }?
         .est;
         let groups = cs.groups(f);
-        let reps = self.rep.quantile(&rep_key(cs, None, name), &groups, q)?;
+        let reps = self.replicates(m, est, &rep_key(cs, None, name), &groups)?;
         Some((est, reps))
     }
 
@@ -117,12 +149,13 @@ impl<'a> TaxEngine<'a> {
         Some((x - p, combine2(&xr, &pr, |a, b| a - b)))
     }
 
-    pub fn value(&self, est: f64, reps: &[f64], unit: &str) -> TaxValue {
+    /// A tax value from `ms`' replicates: its CI and whether the CI detects anything.
+    pub fn value(&self, est: f64, reps: &[f64], unit: &str, ms: &[Metric]) -> TaxValue {
         let value = self.rep.estimate(est, reps);
         TaxValue {
             value,
             unit: unit.into(),
-            detection: detection(&value),
+            detection: self.detect(&value, ms),
         }
     }
 
@@ -136,13 +169,14 @@ impl<'a> TaxEngine<'a> {
         let st = self.stats.get(&key)?;
         let rel = |m| {
             self.relative(config, phase, cell, m)
-                .map(|(e, r)| self.value(e, &r, "fraction"))
+                .map(|(e, r)| self.value(e, &r, "fraction", &[m]))
         };
         let step = self.step_diff(config, phase, cell);
         let cb = self.stat(config, phase, cell, Metric::CallbackP50);
+        let both = [Metric::StepP50, Metric::CallbackP50];
         let rest = match (&step, &cb) {
             (Some((s, sr)), Some((c, cr))) => {
-                Some(self.value(s - c, &combine2(sr, cr, |a, b| a - b), "us"))
+                Some(self.value(s - c, &combine2(sr, cr, |a, b| a - b), "us", &both))
             }
             _ => None,
         };
@@ -156,8 +190,12 @@ impl<'a> TaxEngine<'a> {
             output_len: st.output_len,
             ttft_p90: rel(Metric::TtftP90),
             tpot_p90: rel(Metric::TpotP90),
-            step_p50_us: step.as_ref().map(|(e, r)| self.value(*e, r, "us")),
-            callback_p50_us: cb.as_ref().map(|(e, r)| self.value(*e, r, "us")),
+            step_p50_us: step
+                .as_ref()
+                .map(|(e, r)| self.value(*e, r, "us", &[Metric::StepP50])),
+            callback_p50_us: cb
+                .as_ref()
+                .map(|(e, r)| self.value(*e, r, "us", &[Metric::CallbackP50])),
             step_minus_callback_us: rest,
         })
     }
@@ -207,6 +245,135 @@ impl<'a> TaxEngine<'a> {
                     .collect();
                 for cell in cells {
                     out.extend(self.tax(config, ctx, phase, &cell));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl TaxEngine<'_> {
+    /// The A/A tax of `config` in one cell: its launches at even positions (A) against those at
+    /// odd positions (B), `p90(A)/p90(B) − 1`, with the replicates a tax gets. `None` with fewer
+    /// than two launches.
+    ///
+    /// The launch noise is the one estimated without `config`'s own cells when the other
+    /// configs give one (`leave_out`): a config whose launches disagree would otherwise inflate
+    /// the very noise its A/A is judged against.
+    pub fn aa(
+        &self,
+        config: &str,
+        context: TaxContext,
+        phase: Phase,
+        cell: &str,
+        leave_out: Option<&NoiseModel>,
+    ) -> Option<AaTax> {
+        if let Some(noise) = leave_out {
+            let engine = TaxEngine {
+                rep: self.rep,
+                samples: self.samples,
+                stats: self.stats.clone(),
+                noise,
+            };
+            return engine.aa(config, context, phase, cell, None);
+        }
+        let key = CellKey {
+            config: config.to_owned(),
+            phase,
+            cell: cell.to_owned(),
+        };
+        let cs = self.samples.get(&key)?;
+        let mut launches: Vec<&LaunchSamples> = cs.launches.iter().collect();
+        launches.sort_by_key(|l| l.launch);
+        if launches.len() < 2 {
+            return None;
+        }
+        type Half<'l> = Vec<(usize, &'l LaunchSamples)>;
+        let (a, b): (Half, Half) = launches
+            .iter()
+            .copied()
+            .enumerate()
+            .partition(|(i, _)| i % 2 == 0);
+        let side =
+            |half: &[(usize, &LaunchSamples)], m: Metric, tag: &str| -> Option<(f64, Reps)> {
+                let (name, q, f) = m.spec();
+                let groups: Vec<&[f64]> = half
+                    .iter()
+                    .map(|(_, l)| f(l).as_slice())
+                    .filter(|g| !g.is_empty())
+                    .collect();
+                let pooled: Vec<f64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
+                let est = crate::stats::quantile(&pooled, q)?;
+                let k = format!("{}|aa-{tag}|{name}", rep_key(cs, None, name));
+                Some((est, self.replicates(m, est, &k, &groups)?))
+            };
+        let rel = |m: Metric| -> Option<TaxValue> {
+            let (x, xr) = side(&a, m, "a")?;
+            let (y, yr) = side(&b, m, "b")?;
+            (y > 0.0).then(|| {
+                self.value(
+                    x / y - 1.0,
+                    &combine2(&xr, &yr, |p, q| p / q - 1.0),
+                    "fraction",
+                    &[m],
+                )
+            })
+        };
+        let ttft_p90 = rel(Metric::TtftP90);
+        let tpot_p90 = rel(Metric::TpotP90);
+        let unstable = [&ttft_p90, &tpot_p90].iter().any(|t| {
+            t.as_ref()
+                .is_some_and(|t| matches!(t.detection, Detection::Tax | Detection::Negative))
+        });
+        Some(AaTax {
+            config: config.to_owned(),
+            context,
+            phase,
+            cell: cell.to_owned(),
+            launches_a: a.iter().map(|(_, l)| l.launch).collect(),
+            launches_b: b.iter().map(|(_, l)| l.launch).collect(),
+            ttft_p90,
+            tpot_p90,
+            unstable,
+        })
+    }
+
+    /// A/A taxes of every config with ≥ 2 launches, in the cells taxes are reported at (Phase A
+    /// at ref_safe and ref_load, every Phase B / B' shape).
+    pub fn aa_all(
+        &self,
+        refs: &ReferenceRates,
+        leave_out: &BTreeMap<String, NoiseModel>,
+    ) -> Vec<AaTax> {
+        let mut configs: Vec<&str> = self.stats.keys().map(|k| k.config.as_str()).collect();
+        configs.sort_by_key(|c| config_order(c));
+        configs.dedup();
+        let mut out = Vec::new();
+        for config in configs {
+            let mut seen = std::collections::BTreeSet::new();
+            for (ctx, rate) in [
+                (TaxContext::RefSafe, refs.ref_safe),
+                (TaxContext::RefLoad, refs.ref_load),
+            ] {
+                let Some(rate) = rate else { continue };
+                for cell in self.phase_a_cells_at(config, rate) {
+                    if seen.insert(cell.clone()) {
+                        out.extend(self.aa(config, ctx, Phase::A, &cell, leave_out.get(config)));
+                    }
+                }
+            }
+            for (ctx, phase) in [
+                (TaxContext::ShapeB, Phase::B),
+                (TaxContext::ShapeBp, Phase::Bp),
+            ] {
+                let cells: Vec<String> = self
+                    .stats
+                    .keys()
+                    .filter(|k| k.config == config && k.phase == phase)
+                    .map(|k| k.cell.clone())
+                    .collect();
+                for cell in cells {
+                    out.extend(self.aa(config, ctx, phase, &cell, leave_out.get(config)));
                 }
             }
         }

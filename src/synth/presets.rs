@@ -32,6 +32,7 @@ pub fn preset(preset: Preset) -> SynthSpec {
             capacity_rps: cap,
             step_extra_us: cb * 1.3,
             callback_us: (n != "plain" && callback).then_some(cb),
+            slow_launch: None,
         })
         .collect::<Vec<_>>();
         v.iter_mut().for_each(|c| {

@@ -38,11 +38,43 @@ pub fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     };
     let hypotheses = hypotheses::all(&ctx);
     let success_criteria = criteria::all(&ctx, &hypotheses, ds);
-    Verdicts {
+    let mut v = Verdicts {
         schema_version: SCHEMA_VERSION,
         simulated: s.dataset.simulated,
         hypotheses,
         success_criteria,
+        unstable: s.aa_taxes.iter().any(|a| a.unstable),
+    };
+    apply_noise_rules(&mut v, s.launch_noise.ttft_known());
+    v
+}
+
+/// Verdicts about taxes (H1–H6, SC1–SC5; SC6/SC7 are about artifacts and time) cannot be
+/// decided without launch-to-launch noise: supported/refuted become inconclusive with the
+/// reason. An unstable dataset (an A/A tax that detects something) marks every such verdict.
+fn apply_noise_rules(v: &mut Verdicts, noise_known: bool) {
+    let unstable = v.unstable;
+    for x in v
+        .hypotheses
+        .iter_mut()
+        .chain(v.success_criteria.iter_mut())
+        .filter(|x| !matches!(x.id.as_str(), "sc6" | "sc7"))
+    {
+        if !noise_known && matches!(x.verdict, VerdictKind::Supported | VerdictKind::Refuted) {
+            x.reason = format!(
+                "{}; the request-level CI alone would say {}: {}",
+                crate::analysis::launch_noise::UNKNOWN_REASON,
+                x.verdict.as_str(),
+                x.reason
+            );
+            x.verdict = VerdictKind::Inconclusive;
+        }
+        if unstable && x.verdict != VerdictKind::NotTestable {
+            x.reason = format!(
+                "UNSTABLE DATASET (an A/A tax excludes 0, see Warnings): {}",
+                x.reason
+            );
+        }
     }
 }
 

@@ -56,6 +56,10 @@ pub struct Verdicts {
     pub simulated: bool,
     pub hypotheses: Vec<Verdict>,
     pub success_criteria: Vec<Verdict>,
+    /// An A/A tax (a config against itself, launches split in two) excluded 0: every
+    /// tax verdict's reason says so.
+    #[serde(default)]
+    pub unstable: bool,
 }
 
 impl Verdicts {

@@ -89,10 +89,12 @@ fn spec(v: &Variant) -> SynthSpec {
         .collect();
     SynthSpec {
         configs,
-        launches: v.launches.unwrap_or(1),
+        // Two launches by default: with one per config the launch-to-launch variance is unknown
+        // and no tax can be detected (analysis::launch_noise).
+        launches: v.launches.unwrap_or(2),
         // Launch-to-launch level shifts only where there are launches to tell apart, so the
         // single-launch taxes are the injected ones (plus sampling noise).
-        launch_sigma: if v.launches.is_some_and(|l| l > 1) {
+        launch_sigma: if v.launches.unwrap_or(2) > 1 {
             0.05
         } else {
             0.0

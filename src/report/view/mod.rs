@@ -56,6 +56,10 @@ pub struct ReportView {
     /// GPU-to-GPU calibration rows (plain vs plain between GPUs); empty without a calibration
     /// round.
     pub calibration: Vec<CalibrationView>,
+    /// A/A taxes (noise floor): each config with >= 2 launches against itself.
+    pub aa: Vec<taxes::AaView>,
+    /// The pooled launch-to-launch noise in one line.
+    pub launch_noise: String,
     pub conventions: Vec<(String, String)>,
     pub warnings: Vec<String>,
     pub provenance: Provenance,
@@ -84,6 +88,8 @@ impl ReportView {
             cell_groups: cells::cell_groups(r),
             show_gpus: s.cells.iter().any(|c| !c.gpus.is_empty()),
             calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
+            aa: taxes::aa_rows(r),
+            launch_noise: overview::launch_noise_line(&s.launch_noise),
             conventions: conventions::rows(&s.conventions),
             warnings: s.warnings.clone(),
             provenance: provenance::provenance(r, v),

@@ -102,6 +102,38 @@ pub(super) fn glance(
             },
         ),
     ];
+    let n = &s.launch_noise;
+    glance.push((
+        "Launches per config".to_owned(),
+        if n.launches_per_config.is_empty() {
+            "none".to_owned()
+        } else {
+            n.launches_per_config
+                .iter()
+                .map(|(c, k)| format!("{c} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    ));
+    glance.push((
+        "Launch-to-launch noise (pooled, sd per launch)".to_owned(),
+        launch_noise_line(n),
+    ));
+    let unstable = s.aa_taxes.iter().filter(|a| a.unstable).count();
+    if unstable > 0 {
+        glance.push((
+            "Noise floor (A/A)".to_owned(),
+            format!(
+                "UNSTABLE: {unstable} of {} A/A taxes exclude 0 (see Taxes, Warnings)",
+                s.aa_taxes.len()
+            ),
+        ));
+    } else if !s.aa_taxes.is_empty() {
+        glance.push((
+            "Noise floor (A/A)".to_owned(),
+            format!("all {} A/A taxes straddle 0", s.aa_taxes.len()),
+        ));
+    }
     if let Some(t) = s
         .taxes
         .iter()
@@ -114,4 +146,28 @@ pub(super) fn glance(
         ));
     }
     glance
+}
+
+/// `TTFT p90 ±17% (df 9), TPOT p90 ±9% (df 9)`, or why it is unknown.
+pub(super) fn launch_noise_line(n: &crate::analysis::launch_noise::LaunchNoiseSummary) -> String {
+    if !n.ttft_known() {
+        return format!(
+            "unknown: {} — no tax can be detected",
+            crate::analysis::launch_noise::UNKNOWN_REASON
+        );
+    }
+    [
+        ("ttft_p90", "TTFT p90"),
+        ("tpot_p90", "TPOT p90"),
+        ("step_p50", "step p50"),
+        ("callback_p50", "callbacks p50"),
+    ]
+    .iter()
+    .filter_map(|(k, label)| {
+        n.metrics
+            .get(*k)
+            .map(|pv| format!("{label} ±{:.1}% (df {})", pv.relative_sd() * 100.0, pv.df))
+    })
+    .collect::<Vec<_>>()
+    .join(", ")
 }

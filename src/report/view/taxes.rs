@@ -49,6 +49,57 @@ pub(super) fn calibration_view(c: &crate::analysis::model::CalibrationRow) -> Ca
     }
 }
 
+/// One A/A (noise-floor) row as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AaView {
+    pub config: String,
+    pub phase: String,
+    pub rate: String,
+    pub shape: String,
+    /// `l0, l2 vs l1, l3`.
+    pub split: String,
+    pub ttft: TaxCell,
+    pub tpot: TaxCell,
+    /// `UNSTABLE` or `ok`.
+    pub status: String,
+}
+
+pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
+    let s = &r.summary;
+    let ls = |v: &[u32]| {
+        v.iter()
+            .map(|l| format!("l{l}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    s.aa_taxes
+        .iter()
+        .map(|a| {
+            let shape = s
+                .cells
+                .iter()
+                .find(|c| c.launch.is_none() && c.key.config == a.config && c.key.cell == a.cell)
+                .map(|c| {
+                    (
+                        fmt::rate(c.rate),
+                        format!("{}/{}", c.input_len, c.output_len),
+                    )
+                })
+                .unwrap_or_default();
+            AaView {
+                config: a.config.clone(),
+                phase: phase_name(a.phase).to_owned(),
+                rate: shape.0,
+                shape: shape.1,
+                split: format!("{} vs {}", ls(&a.launches_a), ls(&a.launches_b)),
+                ttft: tax_cell(a.ttft_p90.as_ref()),
+                tpot: tax_cell(a.tpot_p90.as_ref()),
+                status: if a.unstable { "UNSTABLE" } else { "ok" }.to_owned(),
+            }
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefTaxRow {
     pub config: String,
@@ -85,6 +136,7 @@ fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
         Detection::Negative => ("faster", " (faster)"),
         Detection::Inconclusive => ("nd", " (n.d.)"),
         Detection::Unknown => ("", ""),
+        Detection::NoLaunchNoise => ("nd", " (launch noise unknown)"),
     };
     TaxCell {
         text: fmt::estimate(&t.value, &t.unit),

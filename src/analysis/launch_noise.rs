@@ -1,0 +1,222 @@
+//! Launch-to-launch noise in every tax CI (DESIGN.md §4.3): the pooled per-launch variance of
+//! each tax metric, estimated from every (config, cell) with ≥ 2 launches where the config is
+//! not saturated, and applied to every config — also those measured once.
+//!
+//! A statistic pooled over k launches gets replicates `est · exp(√v_b · z_b)` with
+//! `v_b = max(σ²_b / k, v_req)`: `σ²_b = σ̂²_L · df / χ²_df` drawn once per replicate index and
+//! shared by every statistic of the metric (so a tax, a difference of taxes or a ratio is
+//! t-calibrated with df degrees of freedom, [`crate::stats::launch_noise`]), and `v_req` the
+//! variance of the log request-level bootstrap replicates of that statistic — a floor, so a cell
+//! with fewer requests than those the launch noise was pooled from never gets a narrower CI than
+//! its own requests allow.
+//!
+//! When no (config, cell) has two launches the launch-to-launch variance is unknown: the
+//! replicates stay request-level, and every tax says so ([`Detection::NoLaunchNoise`]) instead of
+//! claiming a detection.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{CellKey, CellStats, Detection, Estimate};
+use super::samples::CellSamples;
+use super::taxes::Metric;
+use crate::stats::launch_noise::{PooledVariance, pooled_variance, replicates, variance_draws};
+
+/// The metrics a tax is computed on, with the name the summary uses.
+pub const METRICS: [(Metric, &str); 4] = [
+    (Metric::TtftP90, "ttft_p90"),
+    (Metric::TpotP90, "tpot_p90"),
+    (Metric::StepP50, "step_p50"),
+    (Metric::CallbackP50, "callback_p50"),
+];
+
+/// The reason a verdict cannot detect anything without launch noise.
+pub const UNKNOWN_REASON: &str = "launch-to-launch variance unknown (one launch per config)";
+
+/// What the summary reports about launch noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct LaunchNoiseSummary {
+    /// Launches per config (distinct launch indices with data).
+    pub launches_per_config: BTreeMap<String, u32>,
+    /// Per metric (`ttft_p90`, `tpot_p90`, `step_p50`, `callback_p50`): the pooled per-launch
+    /// variance on the log scale with its degrees of freedom; absent = unknown.
+    pub metrics: BTreeMap<String, PooledVariance>,
+    /// The method in one sentence (also in the conventions).
+    pub method: String,
+}
+
+impl LaunchNoiseSummary {
+    /// TTFT p90's launch noise is what every hypothesis needs.
+    pub fn ttft_known(&self) -> bool {
+        self.metrics.contains_key("ttft_p90")
+    }
+}
+
+/// The model the tax engine draws replicates from.
+#[derive(Debug, Clone, Default)]
+pub struct NoiseModel {
+    draws: BTreeMap<&'static str, Vec<f64>>,
+    seed: u64,
+}
+
+impl NoiseModel {
+    /// Estimates the pooled variances from the per-launch cell statistics. `pooled` must carry
+    /// the saturation flags (so saturated cells, whose spread is the queue's, are left out).
+    pub fn estimate(
+        pooled: &[CellStats],
+        per_launch: &[CellStats],
+        resamples: usize,
+        seed: u64,
+    ) -> (NoiseModel, LaunchNoiseSummary) {
+        let mut launches: BTreeMap<String, std::collections::BTreeSet<u32>> = BTreeMap::new();
+        for c in per_launch {
+            if let Some(l) = c.launch {
+                launches.entry(c.key.config.clone()).or_default().insert(l);
+            }
+        }
+        let unsaturated: Vec<&CellKey> = pooled
+            .iter()
+            .filter(|c| c.launch.is_none())
+            .filter(|c| !c.saturation.as_ref().is_some_and(|s| s.saturated))
+            .map(|c| &c.key)
+            .collect();
+        let mut model = NoiseModel {
+            draws: BTreeMap::new(),
+            seed,
+        };
+        let mut summary = LaunchNoiseSummary {
+            launches_per_config: launches
+                .iter()
+                .map(|(c, s)| (c.clone(), s.len() as u32))
+                .collect(),
+            metrics: BTreeMap::new(),
+            method: METHOD.into(),
+        };
+        for (m, name) in METRICS {
+            let groups: Vec<Vec<f64>> = unsaturated
+                .iter()
+                .map(|key| {
+                    per_launch
+                        .iter()
+                        .filter(|c| c.launch.is_some() && &c.key == *key)
+                        .filter_map(|c| point(c, m))
+                        .collect()
+                })
+                .collect();
+            if let Some(pv) = pooled_variance(&groups) {
+                summary.metrics.insert(name.to_owned(), pv);
+                model
+                    .draws
+                    .insert(name, variance_draws(&pv, resamples, seed, name));
+            }
+        }
+        (model, summary)
+    }
+
+    /// Whether the launch noise of `m` is known.
+    pub fn known(&self, m: Metric) -> bool {
+        self.draws.contains_key(name(m))
+    }
+
+    /// Replicates of a statistic with estimate `est` pooled over `k` launches, given its
+    /// request-level replicates (`key` seeds its own normal draws). `None` when the launch noise
+    /// of `m` is unknown (use the request-level replicates, and say so).
+    pub fn widen(
+        &self,
+        m: Metric,
+        est: f64,
+        k: u32,
+        request: &[f64],
+        key: &str,
+    ) -> Option<Vec<f64>> {
+        let draws = self.draws.get(name(m))?;
+        if est <= 0.0 || !est.is_finite() || draws.len() != request.len() {
+            return None;
+        }
+        let logs: Vec<f64> = request
+            .iter()
+            .filter(|v| **v > 0.0 && v.is_finite())
+            .map(|v| v.ln())
+            .collect();
+        let v_req = if logs.len() > 1 {
+            let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+            logs.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / (logs.len() - 1) as f64
+        } else {
+            0.0
+        };
+        let k = f64::from(k.max(1));
+        let floored: Vec<f64> = draws.iter().map(|s2| (s2 / k).max(v_req)).collect();
+        // `replicates` divides by k itself; hand it the floored per-statistic variance at k = 1.
+        Some(replicates(est, 1, &floored, self.seed, key))
+    }
+}
+
+/// Per config, the noise model estimated from every OTHER config's cells (for the config's A/A
+/// tax); absent where the others give no TTFT launch noise.
+pub fn leave_one_config_out(
+    pooled: &[CellStats],
+    per_launch: &[CellStats],
+    resamples: usize,
+    seed: u64,
+) -> BTreeMap<String, NoiseModel> {
+    let mut configs: Vec<&str> = pooled.iter().map(|c| c.key.config.as_str()).collect();
+    configs.sort();
+    configs.dedup();
+    configs
+        .into_iter()
+        .filter_map(|c| {
+            let p: Vec<CellStats> = pooled
+                .iter()
+                .filter(|x| x.key.config != c)
+                .cloned()
+                .collect();
+            let l: Vec<CellStats> = per_launch
+                .iter()
+                .filter(|x| x.key.config != c)
+                .cloned()
+                .collect();
+            let (m, s) = NoiseModel::estimate(&p, &l, resamples, seed);
+            s.ttft_known().then(|| (c.to_owned(), m))
+        })
+        .collect()
+}
+
+/// How a tax's detection reads when its metric has no launch noise.
+pub fn detection_without_noise(d: Detection) -> Detection {
+    match d {
+        Detection::Tax | Detection::Negative | Detection::Inconclusive => Detection::NoLaunchNoise,
+        Detection::Unknown | Detection::NoLaunchNoise => d,
+    }
+}
+
+fn name(m: Metric) -> &'static str {
+    METRICS
+        .iter()
+        .find(|(x, _)| *x == m)
+        .map(|(_, n)| *n)
+        .expect("every metric is listed")
+}
+
+/// A launch's point estimate of `m` in one cell.
+fn point(c: &CellStats, m: Metric) -> Option<f64> {
+    let e: Option<Estimate> = match m {
+        Metric::TtftP90 => c.ttft_ms.p90,
+        Metric::TpotP90 => c.tpot_ms.p90,
+        Metric::StepP50 => c.step.as_ref().and_then(|s| s.step_duration_us.p50),
+        Metric::CallbackP50 => c.step.as_ref().and_then(|s| s.connector_total_us.p50),
+    };
+    e.map(|e| e.est)
+}
+
+/// Number of launches of a cell with data for `f`.
+pub fn launches_with(cs: &CellSamples, f: impl Fn(&super::samples::LaunchSamples) -> bool) -> u32 {
+    cs.launches.iter().filter(|l| f(l)).count() as u32
+}
+
+pub const METHOD: &str = "launch-level random effect: per metric, the pooled within-(config, cell) variance of \
+     log per-launch estimates over every unsaturated cell with >= 2 launches (one-way ANOVA, df = sum of \
+     launches - 1), applied to every config; a statistic pooled over k launches gets replicates \
+     est * exp(sqrt(max(s2_b / k, v_req)) * z), s2_b = s2 * df / chi2_df drawn once per replicate and \
+     shared by every statistic of the metric (t-calibrated differences), v_req the request-level \
+     bootstrap variance (a floor); with no cell at >= 2 launches no tax is called detected";
