@@ -80,6 +80,7 @@ fn run() -> anyhow::Result<ExitCode> {
         }
         Cmd::Diagnose { root } => {
             let ds = connector_tax::ingest::load(&root)?;
+            pipeline::eprint_warnings(&ds.warnings);
             let rows = connector_tax::diagnose::diagnose(&ds);
             print!("{}", connector_tax::diagnose::markdown(&rows));
         }
@@ -106,6 +107,7 @@ fn run() -> anyhow::Result<ExitCode> {
 
 fn print_headline(analysis: &AnalysisResult, verdicts: &Verdicts) {
     let s = &analysis.summary;
+    pipeline::eprint_warnings(&s.warnings);
     if s.dataset.simulated {
         eprintln!("NOTE: this dataset is SIMULATED");
     }

@@ -3,8 +3,10 @@
 //! escapes for its own format (askama's HTML autoescape, the Markdown `md` filter).
 //!
 //! One module per report section, in page order: [`overview`] (at a glance, degradation),
-//! [`verdicts`], [`figures`], [`taxes`], [`cells`], [`conventions`], [`provenance`].
+//! [`verdicts`], [`figures`], [`taxes`], [`cells`], [`accounting`], [`conventions`],
+//! [`provenance`].
 
+mod accounting;
 mod cells;
 mod conventions;
 mod figures;
@@ -15,6 +17,7 @@ mod verdicts;
 
 use ctax_schema::Phase;
 
+pub use accounting::{AccountingRow, AccountingView};
 pub use cells::{CellGroup, CellRow, SaturationRules};
 pub use figures::FigureView;
 pub use provenance::{Group, ManifestView, Provenance};
@@ -56,6 +59,8 @@ pub struct ReportView {
     /// GPU-to-GPU calibration rows (plain vs plain between GPUs); empty without a calibration
     /// round.
     pub calibration: Vec<CalibrationView>,
+    /// What ingest did with every record; which cells' data is not whole.
+    pub accounting: AccountingView,
     pub conventions: Vec<(String, String)>,
     pub warnings: Vec<String>,
     pub provenance: Provenance,
@@ -84,6 +89,7 @@ impl ReportView {
             cell_groups: cells::cell_groups(r),
             show_gpus: s.cells.iter().any(|c| !c.gpus.is_empty()),
             calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
+            accounting: accounting::accounting(r),
             conventions: conventions::rows(&s.conventions),
             warnings: s.warnings.clone(),
             provenance: provenance::provenance(r, v),
