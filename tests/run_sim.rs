@@ -115,6 +115,13 @@ fn sim_sweep_produces_every_artifact_and_resume_is_a_no_op() {
             d.display()
         );
         assert_eq!(s.stats.len(), s.cells.len(), "per-cell statistics written");
+        // The launch warm-up (profile: 2 s) covers the first cell the fresh server measured;
+        // the other cells keep their own 1 s.
+        let mut by_start: Vec<_> = s.cells.values().collect();
+        by_start.sort_by_key(|h| h.t_start_ns);
+        let warm = |h: &ctax_schema::CellHealth| (h.t_warmup_end_ns - h.t_start_ns) as f64 / 1e9;
+        assert!((warm(by_start[0]) - 2.0).abs() < 1e-6, "{}", d.display());
+        assert!(by_start[1..].iter().all(|h| (warm(h) - 1.0).abs() < 1e-6));
         for key in s.cells.keys() {
             let (phase, cell) = key.split_once('/').unwrap();
             for kind in ["requests", "metrics", "engine_step"] {

@@ -167,8 +167,8 @@ fn overlap(a: (f64, f64), b: (f64, f64)) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
-/// Two slots: a calibration round (plain on both at once), then each config once on each slot,
-/// side by side, every port disjoint, request counts exact.
+/// Two slots: a calibration round (plain's two launches, on both slots at once), then noop once
+/// on each slot, side by side, every port disjoint, request counts exact.
 #[test]
 fn two_slots_run_side_by_side_balanced_with_disjoint_ports() {
     let tmp = tempfile::tempdir().unwrap();
@@ -201,23 +201,25 @@ fn two_slots_run_side_by_side_balanced_with_disjoint_ports() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let all = runs(&out);
-    assert_eq!(all.len(), 6, "4 launches + 2 calibration launches");
+    assert_eq!(
+        all.len(),
+        4,
+        "2 launches per config; plain's are the calibration round"
+    );
     let place = |rc: &RunConfig| -> Placement { rc.placement.clone().unwrap() };
 
-    // Calibration: plain, launches 1000/1001, one per slot.
+    // Calibration: plain's own launches 0 and 1, one per slot.
     let cal: Vec<&(PathBuf, RunConfig)> =
         all.iter().filter(|(_, rc)| place(rc).calibration).collect();
     assert_eq!(
         cal.iter()
             .map(|(_, rc)| (rc.config.as_str(), rc.launch, place(rc).slot))
             .collect::<BTreeSet<_>>(),
-        [("plain", 1000, 0), ("plain", 1001, 1)]
-            .into_iter()
-            .collect()
+        [("plain", 0, 0), ("plain", 1, 1)].into_iter().collect()
     );
     // Each config exactly once on each slot.
     let mut per: BTreeMap<(String, u32), u32> = BTreeMap::new();
-    for (_, rc) in all.iter().filter(|(_, rc)| !place(rc).calibration) {
+    for (_, rc) in &all {
         *per.entry((rc.config.clone(), place(rc).slot)).or_default() += 1;
     }
     assert_eq!(
@@ -260,7 +262,7 @@ fn two_slots_run_side_by_side_balanced_with_disjoint_ports() {
         .into_iter()
         .filter(|r| r.placement.is_some())
         .collect();
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), 4);
     let cal_rows: Vec<&ManifestRow> = rows
         .iter()
         .filter(|r| r.placement.as_ref().unwrap().calibration)
@@ -279,10 +281,11 @@ fn two_slots_run_side_by_side_balanced_with_disjoint_ports() {
     assert!(md.contains("| slot |") && md.contains("(CUDA_VISIBLE_DEVICES=1)"));
     check_launches_exact(&out, 10);
 
-    // The analysis keeps the calibration launches out of the pooled cells, and the report's
-    // Cells table says where each launch ran.
+    // The analysis pools the calibration launches into plain's cells (they are plain's launches)
+    // and compares them between the GPUs; the report's Cells table says where each launch ran.
     let ds = connector_tax::ingest::load(&out).unwrap();
-    assert_eq!((ds.runs.len(), ds.calibration.len()), (4, 2));
+    assert_eq!(ds.runs.len(), 4);
+    assert_eq!(ds.runs.iter().filter(|r| r.is_calibration()).count(), 2);
     let opts = connector_tax::analysis::AnalyzeOptions {
         bootstrap: connector_tax::stats::BootstrapConfig {
             resamples: 200,
@@ -316,7 +319,7 @@ fn two_slots_run_side_by_side_balanced_with_disjoint_ports() {
     );
     for r in cal {
         assert_eq!((r.reference[0].slot, r.other[0].slot), (0, 1));
-        assert_eq!((r.reference[0].launch, r.other[0].launch), (1000, 1001));
+        assert_eq!((r.reference[0].launch, r.other[0].launch), (0, 1));
         assert!(r.n_reference >= 10 && r.n_other >= 10);
         assert!(r.ttft_p90.value.lo.is_some() && r.ttft_p90.value.hi.is_some());
     }

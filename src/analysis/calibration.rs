@@ -1,6 +1,7 @@
 //! GPU-to-GPU calibration: plain against plain on the GPUs of one host, from the launches of the
-//! calibration round (`ctax run` with `slots.plain_on_every_slot`: plain on every GPU slot at the
-//! same time, so drift over the session cancels). Per Phase A cell and per GPU other than the
+//! calibration round (`ctax run` with `slots.plain_on_every_slot`: plain's first launches, on
+//! every GPU slot at the same time, so drift over the session cancels; they are pooled into
+//! plain's cells like any other launch too). Per Phase A cell and per GPU other than the
 //! host's lowest slot (the reference): `p90(GPU b)/p90(GPU a) − 1` of TTFT and TPOT with 95% CIs
 //! from independent bootstraps of the two GPUs' requests (the taxes' method). A difference whose
 //! CI excludes 0 is *detectable*: the analysis warns, because a tax smaller than the GPU-to-GPU
@@ -17,10 +18,11 @@ use super::samples::{CellSamples, LaunchSamples};
 use super::taxes::detection;
 use crate::ingest::Run;
 
-/// The calibration rows of `runs` (the dataset's calibration launches) and a warning for each
+/// The calibration rows of the calibration launches among `runs` and a warning for each
 /// detectable difference.
 pub fn compare(rep: &Replicator, runs: &[Run]) -> (Vec<CalibrationRow>, Vec<String>) {
-    let samples = super::samples::extract_runs(runs, false);
+    let calibration: Vec<&Run> = runs.iter().filter(|r| r.is_calibration()).collect();
+    let samples = super::samples::extract_runs(&calibration, false);
     let mut rows = Vec::new();
     let mut warnings = Vec::new();
     for cs in samples.values().filter(|c| c.key.phase == Phase::A) {

@@ -130,7 +130,7 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> 
     let tax_list = TaxEngine::new(&rep, &samples, &cells).all(&reference_rates);
     let dataset = dataset_info(ds, &cells);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
-    let (calibration, cal_warnings) = calibration::compare(&rep, &ds.calibration);
+    let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs);
     warnings.extend(cal_warnings);
     let summary = AnalysisSummary {
         schema_version: SCHEMA_VERSION,

@@ -100,13 +100,18 @@ impl CellSamples {
 /// Groups every run's cells by (config, phase, cell) and extracts the samples.
 /// `with_itl = false` skips the (large) pooled inter-token gaps.
 pub fn extract(ds: &Dataset, with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
-    extract_runs(&ds.runs, with_itl)
+    let all: Vec<&crate::ingest::Run> = ds.runs.iter().collect();
+    extract_runs(&all, with_itl)
 }
 
 /// [`extract`] over any runs (e.g. the dataset's calibration launches).
-pub fn extract_runs(runs: &[crate::ingest::Run], with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
+pub fn extract_runs(
+    runs: &[&crate::ingest::Run],
+    with_itl: bool,
+) -> BTreeMap<CellKey, CellSamples> {
     let jobs: Vec<(&crate::ingest::Run, &Phase, &String, &RunCell)> = runs
         .iter()
+        .copied()
         .flat_map(|run| run.cells.iter().map(move |((p, c), rc)| (run, p, c, rc)))
         .filter(|(_, p, _, rc)| **p != Phase::Preflight && rc.has_requests)
         .collect();

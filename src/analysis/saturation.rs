@@ -101,8 +101,7 @@ pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
     let unsaturated_everywhere = |config: &str, r: f64| {
         let m = &measured[config];
         m.iter().any(|(x, ..)| *x == r)
-            && m
-                .iter()
+            && m.iter()
                 .filter(|(x, ..)| *x == r)
                 .all(|(_, s, complete)| !s && *complete)
     };

@@ -32,9 +32,7 @@ pub const WINDOW_SLACK_NS: u64 = 60 * 1_000_000_000;
 pub const MAX_CELL_SPAN_NS: u64 = 31 * 86_400 * 1_000_000_000;
 
 /// Why a record was rejected.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// Status `ok` but `t_send_ns`, `t_first_token_ns`, `t_last_token_ns`, `t_end_ns` or
@@ -187,7 +185,10 @@ pub fn account_requests(
     };
     let mut problems: Vec<String> = Vec::new();
     let listed = |problems: &mut Vec<String>, line: usize, what: String| {
-        problems.push(format!("{}:{line}: {what}; record not used", path.display()));
+        problems.push(format!(
+            "{}:{line}: {what}; record not used",
+            path.display()
+        ));
     };
     let Lines {
         rows, line_numbers, ..
@@ -274,9 +275,9 @@ pub fn account_requests(
 
     // 4. Is the cell whole?
     if account.read == 0 {
-        account
-            .incomplete
-            .push(format!("`{file}` has no records (empty or whitespace-only)"));
+        account.incomplete.push(format!(
+            "`{file}` has no records (empty or whitespace-only)"
+        ));
     }
     match &health {
         Err(why) => account.incomplete.push(why.clone()),
@@ -307,12 +308,7 @@ pub fn account_requests(
             ("duplicate", account.duplicates),
         ]
         .into_iter()
-        .chain(
-            account
-                .rejected
-                .iter()
-                .map(|(rule, n)| (rule.as_str(), *n)),
-        )
+        .chain(account.rejected.iter().map(|(rule, n)| (rule.as_str(), *n)))
         .filter(|(_, n)| *n > 0)
         .map(|(r, n)| format!("{r} {n}"))
         .collect();
@@ -475,7 +471,9 @@ fn validity(r: &RequestRecord, (lo, hi): (u64, u64), output_len: u32) -> Option<
         } else if r.status == Status::Ok && c == 0 {
             Some("status ok with completion_tokens 0".into())
         } else if r.status == Status::Ok && r.events.is_empty() {
-            Some(format!("status ok, completion_tokens {c}, but no token event"))
+            Some(format!(
+                "status ok, completion_tokens {c}, but no token event"
+            ))
         } else {
             None
         };
@@ -491,6 +489,9 @@ mod tests {
     use super::*;
     use ctax_schema::{Arrival, Event};
     use std::path::PathBuf;
+
+    /// Changes one record.
+    type Spoil = Box<dyn Fn(&mut RequestRecord)>;
 
     const CELL: Cell = Cell {
         rate: 4.0,
@@ -597,7 +598,7 @@ mod tests {
     #[test]
     fn each_rule_rejects_its_record_with_a_warning_naming_file_and_line() {
         let near_2_64 = u64::MAX - 5;
-        let cases: Vec<(Rule, Box<dyn Fn(&mut RequestRecord)>)> = vec![
+        let cases: Vec<(Rule, Spoil)> = vec![
             (Rule::OkWithoutField, Box::new(|r| r.t_end_ns = None)),
             (
                 Rule::OutsideWindow,
@@ -681,7 +682,7 @@ mod tests {
 
     #[test]
     fn every_identity_field_is_checked() {
-        let spoils: Vec<(&str, Box<dyn Fn(&mut RequestRecord)>)> = vec![
+        let spoils: Vec<(&str, Spoil)> = vec![
             ("config `noop`", Box::new(|r| r.config = "noop".into())),
             ("launch 1", Box::new(|r| r.launch = 1)),
             ("phase B", Box::new(|r| r.phase = Phase::B)),
@@ -728,13 +729,21 @@ mod tests {
         let a = account_requests(&path(), lines(rows), &id(), Ok(&health(10)));
         assert_eq!(
             a.account.incomplete,
-            vec!["`requests_A_r4_i8_o4.jsonl` holds 5 distinct records; the collector scheduled 10"]
+            vec![
+                "`requests_A_r4_i8_o4.jsonl` holds 5 distinct records; the collector scheduled 10"
+            ]
         );
         // No collector summary: the reason is kept, and the span comes from the records.
         let mut rows: Vec<_> = (0..10).map(rec).collect();
         rows[4].t_end_ns = Some(u64::MAX);
         let a = account_requests(&path(), lines(rows), &id(), Err("no summary.json".into()));
-        assert_eq!(a.account.incomplete, vec!["no summary.json", "1 of 10 records in `requests_A_r4_i8_o4.jsonl` rejected, duplicated or mismatched (more than 1%)"]);
+        assert_eq!(
+            a.account.incomplete,
+            vec![
+                "no summary.json",
+                "1 of 10 records in `requests_A_r4_i8_o4.jsonl` rejected, duplicated or mismatched (more than 1%)"
+            ]
+        );
         assert_eq!(a.account.rejected.get(&Rule::OutsideWindow), Some(&1));
     }
 

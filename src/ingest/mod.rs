@@ -101,11 +101,10 @@ impl Run {
 pub struct Dataset {
     pub root: PathBuf,
     /// Every run that counts in the statistics and taxes.
+    /// Every launch, the calibration round's included: those are plain's own launches (run on
+    /// every GPU slot at once; [`Run::is_calibration`]), pooled like any other and also compared
+    /// between GPUs by the analysis.
     pub runs: Vec<Run>,
-    /// Calibration launches (plain on every GPU slot at once, `ctax run` with
-    /// `slots.plain_on_every_slot`): kept out of `runs` so each config's launches stay balanced;
-    /// compared between GPUs by the analysis.
-    pub calibration: Vec<Run>,
     pub preflight: Option<PreflightStatus>,
     pub reference_rates: Option<ReferenceRates>,
     pub manifest: Vec<ManifestRow>,
@@ -126,7 +125,6 @@ impl Dataset {
             root: root.to_path_buf(),
             accounting: runs.iter().flat_map(Run::account_rows).collect(),
             runs,
-            calibration: Vec::new(),
             preflight: None,
             reference_rates: None,
             manifest: Vec::new(),
@@ -171,7 +169,6 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
     }
     runs.sort_by(|a, b| a.dir_name.cmp(&b.dir_name));
     let accounting: Vec<AccountRow> = runs.iter().flat_map(Run::account_rows).collect();
-    let (calibration, runs): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(Run::is_calibration);
 
     let preflight = read_json_opt::<PreflightStatus>(
         &root.join("preflight/preflight_status.json"),
@@ -193,7 +190,6 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
     Ok(Dataset {
         root: root.to_path_buf(),
         runs,
-        calibration,
         preflight,
         reference_rates,
         manifest,
@@ -219,7 +215,10 @@ fn agreeing_runs(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let rc = read_json_opt::<RunConfig>(&dir.join("config.json"), &mut Vec::new())?;
-        if let Some(why) = rc.as_ref().and_then(|rc| names::config_disagrees(&name, rc)) {
+        if let Some(why) = rc
+            .as_ref()
+            .and_then(|rc| names::config_disagrees(&name, rc))
+        {
             not_loaded.push(NotLoaded { name, reason: why });
             continue;
         }
@@ -501,9 +500,9 @@ mod tests {
     use super::*;
 
     /// A cell rerun on another slot keeps its own placement (summary.json's, per cell); the
-    /// others fall back to config.json's; calibration launches are kept apart.
+    /// others fall back to config.json's; calibration launches are plain launches like any other.
     #[test]
-    fn placement_per_cell_and_calibration_runs_apart() {
+    fn placement_per_cell_and_calibration_runs_pooled() {
         use ctax_schema::{Phase, Status};
         let tmp = tempfile::tempdir().unwrap();
         let place = |slot: u32, calibration: bool| Placement {
@@ -514,14 +513,14 @@ mod tests {
         };
         for (name, cal) in [
             ("20260101-000000_plain_l0", false),
-            ("20260101-000001_plain_l1000", true),
+            ("20260101-000001_plain_l1", true),
         ] {
             let d = tmp.path().join(name);
             std::fs::create_dir_all(&d).unwrap();
             let rc = RunConfig {
                 schema_version: 1,
                 config: "plain".into(),
-                launch: if cal { 1000 } else { 0 },
+                launch: u32::from(cal),
                 run_dir: name.into(),
                 phases: vec![Phase::A],
                 cells: vec![],
@@ -571,9 +570,11 @@ mod tests {
             }
         }
         let ds = load(tmp.path()).unwrap();
-        assert_eq!(ds.runs.len(), 1);
-        assert_eq!(ds.calibration.len(), 1);
-        assert!(ds.calibration[0].is_calibration());
+        assert_eq!(ds.runs.len(), 2);
+        assert_eq!(
+            ds.runs.iter().map(Run::is_calibration).collect::<Vec<_>>(),
+            vec![false, true]
+        );
         let run = &ds.runs[0];
         let slot_of = |cell: &str| {
             run.cells[&(Phase::A, cell.to_owned())]
@@ -589,11 +590,10 @@ mod tests {
         assert_eq!(slot_of("r8_i8_o8"), Some(0), "config.json's");
         let df = frames::requests_frame(&ds, false).unwrap();
         let slots: Vec<Option<u32>> = df.column("slot").unwrap().u32().unwrap().iter().collect();
-        assert_eq!(df.height(), 2, "calibration requests are not in the table");
+        assert_eq!(df.height(), 4, "calibration requests are in the table too");
         assert_eq!(
             slots.into_iter().collect::<std::collections::BTreeSet<_>>(),
             [Some(0), Some(1)].into_iter().collect()
         );
     }
-
 }

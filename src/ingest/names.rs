@@ -80,8 +80,7 @@ fn has_run_files(entries: &[String]) -> bool {
 /// The run directories of `root` (sorted by name) and the entries that look like runs but are
 /// not loaded. Only the root's listing itself failing is an error.
 pub fn run_dirs(root: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<NotLoaded>)> {
-    let mut entries: Vec<std::fs::DirEntry> =
-        std::fs::read_dir(root)?.collect::<Result<_, _>>()?;
+    let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(root)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
     let mut runs = Vec::new();
     let mut refused = Vec::new();
@@ -245,8 +244,10 @@ pub fn raw_streams(dir: &Path) -> std::io::Result<(Vec<RawStream>, Vec<String>)>
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name()
-        .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// Resolves several files holding one stream (`parsed` in the order of

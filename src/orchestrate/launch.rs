@@ -52,6 +52,12 @@ pub fn run(
             todo,
         ),
     };
+    // The server about to start is cold whatever cell comes first: that cell's warm-up covers
+    // the profile's launch warm-up too (a rerun cell after a resume included).
+    let mut todo = todo;
+    if let Some(first) = todo.first_mut() {
+        first.warmup_s = first.warmup_s.max(ctx.profile.launch_warmup_s);
+    }
     std::fs::create_dir_all(&dir)?;
     let placement = slot.placement(unit.calibration);
     let rc = RunConfig {

@@ -11,7 +11,10 @@
 //!   config's launches are balanced over the slots (counts differ by at most one), and in each
 //!   round the configs sit on different slots.
 //! - **Calibration** (`slots.plain_on_every_slot`, Phase A only): a first block in which plain
-//!   runs on every slot at the same time, launch indices [`CALIBRATION_BASE`] + 64·(K−1) + s.
+//!   runs on every slot at the same time. These are plain's own first launches of the shard
+//!   (launch j of them on slot j), so they count as plain launches like any other; when the
+//!   profile gives plain fewer launches than there are slots, the round adds the missing ones
+//!   (the next indices of this shard), so plain then has one launch per slot.
 //!
 //! A stage is a list of [`Block`]s run one after another (a barrier between them); inside a
 //! block each slot runs its queue in order, one launch at a time.
@@ -20,10 +23,6 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
 use super::profile::Profile;
-
-/// First launch index of calibration launches (far above any `--launches`, so a calibration
-/// launch never shares an identity with a regular one).
-pub const CALIBRATION_BASE: u32 = 1000;
 
 /// `--shard K/N` (K in 1..=N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,15 +116,29 @@ pub fn stage_plan(
 ) -> Vec<Block> {
     let slots = slots.max(1);
     let rank = |c: &str| p.configs.iter().position(|x| x == c).unwrap_or(0) as u32;
+    let in_shard = |config: &str, k: u32| (k + rank(config)) % shard.n == shard.k - 1;
+    let calibrate =
+        stage == 1 && p.slots.plain_on_every_slot && slots > 1 && run.iter().any(|c| c == "plain");
+    // The calibration round: plain's first `slots` launches of this shard, one per slot.
+    let calibration: Vec<u32> = if calibrate {
+        (0..)
+            .filter(|&k| in_shard("plain", k))
+            .take(slots)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut blocks = Vec::new();
-    if stage == 1 && p.slots.plain_on_every_slot && slots > 1 && run.iter().any(|c| c == "plain") {
+    if !calibration.is_empty() {
         blocks.push(Block {
             name: "calibration: plain on every slot at once",
-            queues: (0..slots)
-                .map(|s| {
+            queues: calibration
+                .iter()
+                .enumerate()
+                .map(|(s, &k)| {
                     vec![Unit {
                         config: "plain".into(),
-                        launch: calibration_launch(shard, s),
+                        launch: k,
                         slot: s,
                         calibration: true,
                     }]
@@ -136,7 +149,10 @@ pub fn stage_plan(
     let mut queues = vec![Vec::new(); slots];
     for (config, k) in order(p, &p.configs, stage) {
         let r = rank(&config);
-        if (k + r) % shard.n != shard.k - 1 || !run.contains(&config) {
+        if !in_shard(&config, k) || !run.contains(&config) {
+            continue;
+        }
+        if config == "plain" && calibration.contains(&k) {
             continue;
         }
         let j = k / shard.n;
@@ -153,11 +169,6 @@ pub fn stage_plan(
         queues,
     });
     blocks
-}
-
-/// Launch index of the calibration launch on slot `s` of shard `shard`.
-pub fn calibration_launch(shard: Shard, s: usize) -> u32 {
-    CALIBRATION_BASE + 64 * (shard.k - 1) + s as u32
 }
 
 #[cfg(test)]
@@ -272,23 +283,53 @@ mod tests {
     }
 
     #[test]
-    fn calibration_block_puts_plain_on_every_slot_first() {
+    fn calibration_block_is_plains_first_launches_on_every_slot() {
         let mut p = profile(&["plain", "noop_connector"], 2);
         p.slots.plain_on_every_slot = true;
         let cfgs = p.configs.clone();
         let b = stage_plan(&p, &cfgs, 1, Shard::WHOLE, 2);
         assert_eq!(b.len(), 2);
         let cal: Vec<&Unit> = b[0].units().collect();
-        assert_eq!(cal.len(), 2);
         assert!(cal.iter().all(|u| u.config == "plain" && u.calibration));
         assert_eq!(
             cal.iter().map(|u| (u.slot, u.launch)).collect::<Vec<_>>(),
-            vec![(0, 1000), (1, 1001)]
+            vec![(0, 0), (1, 1)]
         );
-        // Not in Phase B, not with one slot, and shard 2's indices differ from shard 1's.
+        // Plain's two launches were the calibration round: the rest is noop, once per slot.
+        let rest: Vec<&Unit> = b[1].units().collect();
+        assert!(rest.iter().all(|u| u.config == "noop_connector"));
+        assert_eq!(
+            rest.iter().map(|u| u.slot).collect::<BTreeSet<_>>(),
+            [0, 1].into_iter().collect()
+        );
+        // One launch per config: the round adds plain's second launch (index 1).
+        let mut p1 = p.clone();
+        p1.launches = 1;
+        let b1 = stage_plan(&p1, &cfgs, 1, Shard::WHOLE, 2);
+        assert_eq!(
+            b1[0].units().map(|u| u.launch).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert!(b1[1].units().all(|u| u.config != "plain"));
+        // Three launches: the third plain launch runs with the others.
+        let mut p3 = p.clone();
+        p3.launches = 3;
+        let b3 = stage_plan(&p3, &cfgs, 1, Shard::WHOLE, 2);
+        assert_eq!(
+            b3[1]
+                .units()
+                .filter(|u| u.config == "plain")
+                .map(|u| u.launch)
+                .collect::<Vec<_>>(),
+            vec![2]
+        );
+        // Not in Phase B, not with one slot; shards use their own plain launches.
         assert_eq!(stage_plan(&p, &cfgs, 3, Shard::WHOLE, 2).len(), 1);
         assert_eq!(stage_plan(&p, &cfgs, 1, Shard::WHOLE, 1).len(), 1);
+        let s1 = stage_plan(&p, &cfgs, 1, Shard { k: 1, n: 2 }, 2);
         let s2 = stage_plan(&p, &cfgs, 1, Shard { k: 2, n: 2 }, 2);
-        assert_eq!(s2[0].queues[0][0].launch, 1064);
+        let l = |b: &[Block]| b[0].units().map(|u| u.launch).collect::<Vec<_>>();
+        assert_eq!(l(&s1), vec![0, 2]);
+        assert_eq!(l(&s2), vec![1, 3]);
     }
 }

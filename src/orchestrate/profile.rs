@@ -24,6 +24,12 @@ pub struct Profile {
     /// Launches per config and phase, interleaved (launch 0 of every config, then launch 1 …).
     #[serde(default = "one")]
     pub launches: u32,
+    /// Seconds of warm-up at the start of every launch: the first cell a fresh server measures
+    /// flags at least this long as warm-up (kept, excluded from the statistics). A cold vLLM
+    /// server JIT-compiles kernels while it serves its first requests and keeps getting faster
+    /// (DESIGN.md §4.3); the same extension for every config keeps taxes comparable.
+    #[serde(default)]
+    pub launch_warmup_s: f64,
     pub server: Server,
     pub collector: Collector,
     pub preflight: Preflight,
@@ -256,6 +262,10 @@ pub fn parse(text: &str) -> anyhow::Result<Profile> {
         "configs must include the baseline `plain`"
     );
     anyhow::ensure!(p.launches >= 1, "launches must be >= 1");
+    anyhow::ensure!(
+        p.launch_warmup_s.is_finite() && (0.0..=3600.0).contains(&p.launch_warmup_s),
+        "launch_warmup_s must be between 0 and 3600 seconds"
+    );
     anyhow::ensure!(!p.phase_a.rates.is_empty(), "phase_a.rates is empty");
     anyhow::ensure!(
         p.phase_a.rates.iter().all(|r| r.is_finite() && *r > 0.0),

@@ -572,8 +572,8 @@ pub struct Placement {
     /// `K/N` when the sweep ran as shard K of N (`ctax run --shard`).
     #[serde(default)]
     pub shard: Option<String>,
-    /// A plain launch of the GPU-to-GPU calibration round (plain on every slot at once); kept
-    /// out of the taxes, compared between GPUs.
+    /// A plain launch of the GPU-to-GPU calibration round (plain's first launches, on every
+    /// slot at once): pooled like any plain launch, and also compared between GPUs.
     #[serde(default)]
     pub calibration: bool,
     /// Host name.

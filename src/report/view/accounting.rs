@@ -31,7 +31,11 @@ pub struct AccountingRow {
 }
 
 fn count(n: u64) -> String {
-    if n == 0 { "-".to_owned() } else { n.to_string() }
+    if n == 0 {
+        "-".to_owned()
+    } else {
+        n.to_string()
+    }
 }
 
 fn row(a: &AccountRow) -> AccountingRow {
@@ -68,7 +72,7 @@ pub(super) fn accounting(r: &AnalysisResult) -> AccountingView {
     let files = a.cells.len();
     let mut summary = format!(
         "{} request records read from {} requests file{}: ",
-        read.to_string(),
+        read,
         files,
         if files == 1 { "" } else { "s" }
     );
@@ -78,8 +82,7 @@ pub(super) fn accounting(r: &AnalysisResult) -> AccountingView {
         summary.push_str(&format!(
             "{} kept, {} not used (rejected, duplicated or mismatched; each one is listed under \
              Warnings)",
-            kept.to_string(),
-            dropped.to_string()
+            kept, dropped
         ));
     }
     let incomplete = a
@@ -89,7 +92,10 @@ pub(super) fn accounting(r: &AnalysisResult) -> AccountingView {
         .count();
     summary.push_str(&match incomplete {
         0 => "; every cell's data is whole".to_owned(),
-        n => format!("; {n} cell{} not whole (below)", if n == 1 { "" } else { "s" }),
+        n => format!(
+            "; {n} cell{} not whole (below)",
+            if n == 1 { "" } else { "s" }
+        ),
     });
     if !a.not_loaded.is_empty() {
         summary.push_str(&format!(
