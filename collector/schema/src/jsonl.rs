@@ -153,9 +153,17 @@ pub fn parse_reader_limited<T: DeserializeOwned>(
     loop {
         let got = match read_line_limited(&mut reader, &mut line, max_line) {
             Ok(g) => g,
-            Err(e) if lineno > 0 => {
+            // A stream that ends early (a zstd frame cut short: `UnexpectedEof`, even before
+            // its first line) keeps what was read; any other read error before the first line
+            // is an error.
+            Err(e) if lineno > 0 || e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let at = if lineno > 0 {
+                    format!("after line {lineno}")
+                } else {
+                    "before its first line".to_owned()
+                };
                 let w = format!(
-                    "{}: stream ends early after line {lineno} ({e}); read what was there",
+                    "{}: stream ends early {at} ({e}); read what was there",
                     path.display()
                 );
                 cut_short = Some(w.clone());
@@ -317,6 +325,18 @@ mod tests {
             self.0 = &self.0[n..];
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_stream_that_ends_before_its_first_line_is_cut_short_not_an_error() {
+        let r = std::io::BufReader::new(FailsAtEnd(b"{\"a\":1,"));
+        let l: Lines<Row> = parse_reader(p(), r).unwrap();
+        assert!(l.rows.is_empty());
+        let cut = l.cut_short.expect("cut short");
+        assert!(
+            cut.contains("stream ends early before its first line"),
+            "{cut}"
+        );
     }
 
     #[test]
