@@ -78,6 +78,9 @@ pub enum Cmd {
         /// Bootstrap resamples per analysis.
         #[arg(long, default_value_t = 2000)]
         resamples: usize,
+        /// Only the settings with this true tax (e.g. 0 for the false-detection rows).
+        #[arg(long)]
+        true_tax: Option<f64>,
     },
     /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
     /// writes DIR/instrument_check.{md,json} and prints the table.

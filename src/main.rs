@@ -80,12 +80,21 @@ fn run() -> anyhow::Result<ExitCode> {
         }
         Cmd::Diagnose { root } => {
             let ds = connector_tax::ingest::load(&root)?;
+            pipeline::eprint_warnings(&ds.warnings);
             let rows = connector_tax::diagnose::diagnose(&ds);
             print!("{}", connector_tax::diagnose::markdown(&rows));
         }
-        Cmd::CalibrateNoise { seeds, resamples } => {
+        Cmd::CalibrateNoise {
+            seeds,
+            resamples,
+            true_tax,
+        } => {
             use connector_tax::noise_calibration as nc;
-            let out = nc::run(&nc::default_grid(), seeds, resamples)?;
+            let grid: Vec<nc::Setting> = nc::default_grid()
+                .into_iter()
+                .filter(|s| true_tax.is_none_or(|t| (s.true_tax - t).abs() < 1e-9))
+                .collect();
+            let out = nc::run(&grid, seeds, resamples)?;
             print!("{}", nc::markdown(&out));
         }
         Cmd::InstrumentCheck { dir, stats } => {
@@ -111,6 +120,7 @@ fn run() -> anyhow::Result<ExitCode> {
 
 fn print_headline(analysis: &AnalysisResult, verdicts: &Verdicts) {
     let s = &analysis.summary;
+    pipeline::eprint_warnings(&s.warnings);
     if s.dataset.simulated {
         eprintln!("NOTE: this dataset is SIMULATED");
     }

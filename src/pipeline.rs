@@ -71,6 +71,14 @@ pub fn run(root: &Path, opts: &AnalyzeOptions, outputs: &Outputs) -> anyhow::Res
     })
 }
 
+/// Prints every warning on stderr, one line each (`warning: …`, control characters escaped):
+/// each names its file (and line) so that a user can find it.
+pub fn eprint_warnings(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {}", ctax_schema::text::escape_controls(w));
+    }
+}
+
 /// Writes `summary.json` and `verdicts.json` into `dir`, each atomically.
 pub fn write_data(
     analysis: &AnalysisResult,

@@ -169,6 +169,14 @@ fn smoke_profile_on_real_vllm() {
         serde_json::from_slice(&std::fs::read(out.join("analysis/summary.json")).unwrap()).unwrap();
     assert_eq!(summary["dataset"]["step_timing_available"], true);
     assert_eq!(summary["dataset"]["simulated"], false);
+    // Every record a real server produced is kept: no accounting rule rejects real data.
+    let cells = summary["accounting"]["cells"].as_array().unwrap();
+    assert!(!cells.is_empty());
+    for c in cells {
+        assert_eq!(c["read"], c["kept"], "{c}");
+        assert!(c["read"].as_u64().unwrap() > 0, "{c}");
+        assert_eq!(c["incomplete"], serde_json::json!([]), "{c}");
+    }
     // The plugin is removed again at stage 4.
     let st = std::process::Command::new("bash")
         .arg(repo.join("patches/apply.sh"))

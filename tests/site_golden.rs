@@ -1,11 +1,11 @@
 //! The committed `site/` is exactly what README's main command renders from the archived
 //! dataset: regenerating it must give byte-identical files (the report is seeded and carries
 //! no timestamps of its own). If this fails after an intended change, regenerate with
-//! `cargo run --release --bin ctax -- report results/h200-2026-11-29 --out site`.
+//! `cargo run --release --bin ctax -- report results/h200x2-2026-11-30 --out site`.
 
 use std::path::{Path, PathBuf};
 
-const DATASET: &str = "results/h200-2026-11-29";
+const DATASET: &str = "results/h200x2-2026-11-30";
 
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

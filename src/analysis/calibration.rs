@@ -20,7 +20,12 @@ use crate::ingest::Run;
 
 /// The calibration rows of the calibration launches among `runs` and a warning for each
 /// detectable difference.
-pub fn compare(rep: &Replicator, runs: &[Run]) -> (Vec<CalibrationRow>, Vec<String>) {
+/// `saturated` says whether plain is saturated in a cell (its rows are kept, never warned about).
+pub fn compare(
+    rep: &Replicator,
+    runs: &[Run],
+    saturated: impl Fn(&CellSamples) -> bool,
+) -> (Vec<CalibrationRow>, Vec<String>) {
     let calibration: Vec<&Run> = runs.iter().filter(|r| r.is_calibration()).collect();
     let samples = super::samples::extract_runs(&calibration, false);
     let mut rows = Vec::new();
@@ -47,8 +52,9 @@ pub fn compare(rep: &Replicator, runs: &[Run]) -> (Vec<CalibrationRow>, Vec<Stri
                 continue;
             };
             for (_, other) in gpus.iter().skip(1) {
-                if let Some(row) = row(rep, cs, &host, reference, other) {
-                    if row.detectable {
+                if let Some(mut row) = row(rep, cs, &host, reference, other) {
+                    row.saturated = saturated(cs);
+                    if row.detectable && !row.saturated {
                         warnings.push(warning(&row));
                     }
                     rows.push(row);
@@ -141,6 +147,7 @@ fn row(
         ttft_p90: ttft,
         tpot_p90: tpot,
         detectable,
+        saturated: false,
     })
 }
 
@@ -276,7 +283,11 @@ mod tests {
     #[test]
     fn a_slower_gpu_is_detected_with_a_ci_around_the_truth() {
         // GPU 1 is 25% slower in both TTFT and TPOT (truth: +0.25 for both p90 ratios).
-        let (rows, warnings) = compare(&rep(), &[run(0, 1.0, 1), run(1, 1.25, 2)]);
+        // The same rows when plain is saturated there: kept, marked, never warned about.
+        let (sat, sat_warnings) = compare(&rep(), &[run(0, 1.0, 1), run(1, 1.25, 2)], |_| true);
+        assert!(sat.iter().all(|r| r.saturated) && !sat.is_empty());
+        assert!(sat_warnings.is_empty(), "{sat_warnings:?}");
+        let (rows, warnings) = compare(&rep(), &[run(0, 1.0, 1), run(1, 1.25, 2)], |_| false);
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
         assert_eq!((r.reference[0].slot, r.other[0].slot), (0, 1));
@@ -299,15 +310,15 @@ mod tests {
 
     #[test]
     fn identical_gpus_give_a_ci_around_zero_and_no_warning() {
-        let (rows, warnings) = compare(&rep(), &[run(0, 1.0, 3), run(1, 1.0, 4)]);
+        let (rows, warnings) = compare(&rep(), &[run(0, 1.0, 3), run(1, 1.0, 4)], |_| false);
         assert_eq!(rows.len(), 1);
         let t = &rows[0].ttft_p90.value;
         assert!(t.lo.unwrap() < 0.0 && t.hi.unwrap() > 0.0, "{t:?}");
         assert!(!rows[0].detectable || !warnings.is_empty());
         assert_eq!(rows[0].detectable, !warnings.is_empty());
         // No calibration launches: nothing to report.
-        assert_eq!(compare(&rep(), &[]).0.len(), 0);
+        assert_eq!(compare(&rep(), &[], |_| false).0.len(), 0);
         // One GPU only: nothing to compare.
-        assert_eq!(compare(&rep(), &[run(0, 1.0, 5)]).0.len(), 0);
+        assert_eq!(compare(&rep(), &[run(0, 1.0, 5)], |_| false).0.len(), 0);
     }
 }

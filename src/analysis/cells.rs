@@ -1,7 +1,9 @@
 //! Per-cell statistics: latency quantiles with CIs, counts, throughput, queue depth, client
 //! health and engine-step statistics.
-
-use std::collections::HashMap;
+//!
+//! One sample set per statistic: a quantile's point estimate and its bootstrap CI are computed
+//! from the same values (the kept records' samples, numpy-linear percentiles), so an estimate
+//! lies inside its own CI.
 
 use rayon::prelude::*;
 
@@ -12,10 +14,6 @@ use crate::stats::{mean, quantile};
 
 pub const QS: [f64; 3] = [0.5, 0.9, 0.99];
 
-/// Point estimates from polars for (config, launch|None, phase, cell) → metric → [mean, p50, p90, p99].
-pub type PointTable =
-    HashMap<(String, Option<u32>, String, String), HashMap<&'static str, [Option<f64>; 4]>>;
-
 /// Replicate key of a metric in a cell; `launch = None` for the pooled cell.
 pub fn rep_key(cs: &CellSamples, launch: Option<u32>, metric: &str) -> String {
     let l = launch.map_or("all".to_owned(), |l| format!("l{l}"));
@@ -25,13 +23,9 @@ pub fn rep_key(cs: &CellSamples, launch: Option<u32>, metric: &str) -> String {
     )
 }
 
-/// Quantiles of `groups` (one per launch). `point` overrides the point estimates (polars).
-pub fn quantiles(
-    rep: &Replicator,
-    key: &str,
-    groups: &[&[f64]],
-    point: Option<[Option<f64>; 4]>,
-) -> Quantiles {
+/// Quantiles of `groups` (one per launch): point estimates (numpy `linear`) and bootstrap CIs
+/// of the same pooled values.
+pub fn quantiles(rep: &Replicator, key: &str, groups: &[&[f64]]) -> Quantiles {
     let pooled: Vec<f64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
     if pooled.is_empty() {
         return Quantiles::default();
@@ -41,7 +35,7 @@ pub fn quantiles(
     let own = |q: f64| crate::stats::quantile_sorted(&sorted, q);
     let reps = rep.quantiles(key, groups, &QS);
     let est = |i: usize| -> Option<super::model::Estimate> {
-        let e = point.and_then(|p| p[i + 1]).or_else(|| own(QS[i]))?;
+        let e = own(QS[i])?;
         Some(match &reps {
             Some(r) if pooled.len() > 1 => rep.estimate(e, &r[i]),
             _ => super::model::Estimate {
@@ -53,7 +47,7 @@ pub fn quantiles(
     };
     Quantiles {
         n: pooled.len() as u64,
-        mean: point.and_then(|p| p[0]).or_else(|| mean(&pooled)),
+        mean: mean(&pooled),
         p50: est(0),
         p90: est(1),
         p99: est(2),
@@ -61,12 +55,7 @@ pub fn quantiles(
 }
 
 /// Statistics of one cell: pooled over `launches` (several launches → hierarchical CIs).
-pub fn cell_stats(
-    rep: &Replicator,
-    cs: &CellSamples,
-    launch: Option<u32>,
-    points: &PointTable,
-) -> CellStats {
+pub fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellStats {
     let launches: Vec<&LaunchSamples> = cs
         .launches
         .iter()
@@ -79,15 +68,8 @@ pub fn cell_stats(
             .filter(|s| !s.is_empty())
             .collect()
     };
-    let point_key = (
-        cs.key.config.clone(),
-        launch,
-        cs.key.phase.tag().to_owned(),
-        cs.key.cell.clone(),
-    );
-    let point = |m: &str| points.get(&point_key).and_then(|p| p.get(m)).copied();
     let q = |metric: &str, f: fn(&LaunchSamples) -> &Vec<f64>| {
-        quantiles(rep, &rep_key(cs, launch, metric), &groups(f), point(metric))
+        quantiles(rep, &rep_key(cs, launch, metric), &groups(f))
     };
 
     let mut counts = Counts::default();
@@ -98,6 +80,7 @@ pub fn cell_stats(
         counts.dropped += l.counts.dropped;
         counts.errors += l.counts.errors;
         counts.cancelled += l.counts.cancelled;
+        counts.rejected += l.counts.rejected;
     }
     let window_s: f64 = launches
         .iter()
@@ -155,6 +138,14 @@ pub fn cell_stats(
                     .map(|r| format!("{} (l{}): {r}", l.run_dir, l.launch))
             })
             .collect(),
+        data_incomplete: launches
+            .iter()
+            .flat_map(|l| {
+                l.data_incomplete
+                    .iter()
+                    .map(|r| format!("{} (l{}): {r}", l.run_dir, l.launch))
+            })
+            .collect(),
         ttft_ms: q("ttft_ms", |l| &l.ttft_ms),
         tpot_ms: q("tpot_ms", |l| &l.tpot_ms),
         e2e_ms: q("e2e_ms", |l| &l.e2e_ms),
@@ -193,12 +184,11 @@ pub fn cell_stats(
 pub fn all_cell_stats(
     rep: &Replicator,
     samples: &[&CellSamples],
-    points: &PointTable,
 ) -> (Vec<CellStats>, Vec<CellStats>) {
     let pairs: Vec<(CellStats, Vec<CellStats>)> = samples
         .par_iter()
         .map(|cs| {
-            let pooled = cell_stats(rep, cs, None, points);
+            let pooled = cell_stats(rep, cs, None);
             let per_launch: Vec<CellStats> = if cs.launches.len() == 1 {
                 let mut one = pooled.clone();
                 one.launch = Some(cs.launches[0].launch);
@@ -206,7 +196,7 @@ pub fn all_cell_stats(
             } else {
                 cs.launches
                     .iter()
-                    .map(|l| cell_stats(rep, cs, Some(l.launch), points))
+                    .map(|l| cell_stats(rep, cs, Some(l.launch)))
                     .collect()
             };
             (pooled, per_launch)

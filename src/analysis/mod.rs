@@ -21,16 +21,15 @@ pub mod samples;
 pub mod saturation;
 pub mod taxes;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION};
-use polars::prelude::*;
 
-use crate::ingest::{Dataset, frames};
+use crate::ingest::Dataset;
 use crate::stats::BootstrapConfig;
 use model::{
-    AnalysisResult, AnalysisSummary, CANONICAL_CONFIGS, CellKey, CellStats, DatasetInfo,
-    config_order,
+    AnalysisResult, AnalysisSummary, CANONICAL_CONFIGS, CellKey, CellStats, DataAccounting,
+    DatasetInfo, config_order,
 };
 use replicates::Replicator;
 use samples::CellSamples;
@@ -79,16 +78,10 @@ struct CellTable {
 impl CellTable {
     fn build(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<CellTable> {
         let samples = samples::extract(ds, !opts.skip_itl);
-        // `anyhow::Context` by path: polars' prelude has a `context` method of its own.
-        let requests = anyhow::Context::context(
-            frames::requests_frame(ds, false),
-            "building the requests table",
-        )?;
-        let points = point_table(&requests)?;
         let rep = Replicator::new(opts.bootstrap);
         let mut ordered: Vec<&CellSamples> = samples.values().collect();
         ordered.sort_by(|a, b| cell_order(a, b));
-        let (cells, per_launch) = cells::all_cell_stats(&rep, &ordered, &points);
+        let (cells, per_launch) = cells::all_cell_stats(&rep, &ordered);
         Ok(CellTable {
             samples,
             rep,
@@ -159,7 +152,13 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> 
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
     let dataset = dataset_info(ds, &cells);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
-    let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs);
+    let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs, |cs| {
+        cells.iter().any(|c| {
+            c.launch.is_none()
+                && c.key == cs.key
+                && c.saturation.as_ref().is_some_and(|s| s.saturated)
+        })
+    });
     warnings.extend(cal_warnings);
     let summary = AnalysisSummary {
         schema_version: SCHEMA_VERSION,
@@ -173,6 +172,10 @@ pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> 
         calibration,
         launch_noise,
         aa_taxes,
+        accounting: DataAccounting {
+            cells: ds.accounting.clone(),
+            not_loaded: ds.not_loaded.clone(),
+        },
         warnings,
     };
     Ok(Analysis {
@@ -238,51 +241,6 @@ fn cell_order(a: &CellSamples, b: &CellSamples) -> std::cmp::Ordering {
         ))
 }
 
-/// polars point estimates, pooled and per launch.
-fn point_table(requests: &DataFrame) -> anyhow::Result<cells::PointTable> {
-    let mut out: cells::PointTable = HashMap::new();
-    for by_launch in [false, true] {
-        let df = frames::request_point_estimates(requests, by_launch)?;
-        let s = |name: &str| -> anyhow::Result<Vec<Option<String>>> {
-            Ok(df
-                .column(name)?
-                .str()?
-                .iter()
-                .map(|v| v.map(str::to_owned))
-                .collect())
-        };
-        let (config, phase, cell) = (s("config")?, s("phase")?, s("cell")?);
-        let launch: Vec<Option<u32>> = if by_launch {
-            df.column("launch")?.u32()?.iter().collect()
-        } else {
-            vec![None; df.height()]
-        };
-        let mut cols: Vec<(&'static str, Vec<Vec<Option<f64>>>)> = Vec::new();
-        for m in ["ttft_ms", "tpot_ms", "e2e_ms"] {
-            let mut four = Vec::new();
-            for suffix in ["mean", "p50", "p90", "p99"] {
-                let c = df
-                    .column(&format!("{m}_{suffix}"))?
-                    .cast(&DataType::Float64)?;
-                four.push(c.f64()?.iter().collect::<Vec<_>>());
-            }
-            cols.push((m, four));
-        }
-        for i in 0..df.height() {
-            let (Some(c), Some(p), Some(cl)) = (&config[i], &phase[i], &cell[i]) else {
-                continue;
-            };
-            let entry = out
-                .entry((c.clone(), launch[i], p.clone(), cl.clone()))
-                .or_default();
-            for (m, four) in &cols {
-                entry.insert(m, [four[0][i], four[1][i], four[2][i], four[3][i]]);
-            }
-        }
-    }
-    Ok(out)
-}
-
 fn dataset_info(ds: &Dataset, cells: &[CellStats]) -> DatasetInfo {
     let mut configs: Vec<String> = ds.runs.iter().map(|r| r.config.clone()).collect();
     configs.sort_by_key(|c| config_order(c));
@@ -328,6 +286,14 @@ fn dataset_info(ds: &Dataset, cells: &[CellStats]) -> DatasetInfo {
             .map(|r| (r.dir_name.clone(), r.env.clone()))
             .collect(),
         profile: ds.profile.clone(),
+        engine: ds
+            .runs
+            .iter()
+            .filter(|r| !r.simulated())
+            .filter_map(|r| {
+                crate::ingest::engine_log::read_run(&r.path).map(|f| (r.dir_name.clone(), f))
+            })
+            .collect(),
         run_configs: ds
             .runs
             .iter()

@@ -28,6 +28,10 @@ impl Estimate {
     pub fn below(&self, t: f64) -> bool {
         self.hi.is_some_and(|hi| hi < t)
     }
+    /// True when the estimate lies inside its CI (ends included), or there is no CI.
+    pub fn ci_contains_estimate(&self) -> bool {
+        self.lo.is_none_or(|lo| lo <= self.est) && self.hi.is_none_or(|hi| self.est <= hi)
+    }
 }
 
 /// p50/p90/p99 (each with CI), mean and sample size of one latency metric in one cell.
@@ -52,7 +56,7 @@ pub struct CellKey {
 /// Request counts of a cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Counts {
-    /// Records in the file(s).
+    /// Records kept by ingest (every record of the file(s) but the rejected ones).
     pub scheduled: u64,
     /// Flagged warm-up (excluded from every statistic).
     pub warmup: u64,
@@ -62,6 +66,14 @@ pub struct Counts {
     /// http_error + connect_error + timeout + stream_error.
     pub errors: u64,
     pub cancelled: u64,
+    /// Records read but not used: rejected by a rule, duplicates, identity mismatches (see
+    /// the accounting).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rejected: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Engine-step statistics of a cell (from the step-timing plugin), µs.
@@ -114,9 +126,15 @@ pub struct CellStats {
     pub input_len: u32,
     pub output_len: u32,
     pub counts: Counts,
-    /// Every run (launch) of this cell reached its duration and min-completed targets.
+    /// Every run (launch) of this cell reached its duration and min-completed targets, and
+    /// its raw data is whole (see `data_incomplete`).
     pub complete: bool,
     pub incomplete_reasons: Vec<String>,
+    /// Why the raw data of a launch of this cell is not whole (an empty or cut-short file, no
+    /// collector summary, records missing or rejected), prefixed with the run directory. Such
+    /// a cell's saturation criteria are not evaluated, and it never defines a reference rate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_incomplete: Vec<String>,
     pub ttft_ms: Quantiles,
     pub tpot_ms: Quantiles,
     pub e2e_ms: Quantiles,
@@ -213,6 +231,10 @@ pub struct CalibrationRow {
     pub tpot_p90: TaxValue,
     /// Either CI excludes 0 (a warning says so).
     pub detectable: bool,
+    /// plain is saturated at this rate (the queue, not the GPU, sets the difference): shown,
+    /// never warned about.
+    #[serde(default)]
+    pub saturated: bool,
 }
 
 /// Whether a tax's CI excludes zero.
@@ -225,7 +247,7 @@ pub enum Detection {
     Negative,
     /// CI straddles 0: no tax detectable at this sample size.
     Inconclusive,
-    /// No CI.
+    /// No CI, or a CI that does not contain its own estimate (too few resamples).
     Unknown,
     /// A CI from the requests alone: no (config, cell) had two launches, so the
     /// launch-to-launch variance — the size of the taxes on real GPUs — is unknown and no tax is
@@ -329,6 +351,11 @@ pub struct DatasetInfo {
     pub profile: Option<String>,
     /// `config.json` `extra` per run directory (engine settings, model).
     pub run_configs: BTreeMap<String, serde_json::Value>,
+    /// What each launch's vLLM log says the connector changed in the engine (KV layout, hybrid
+    /// KV-cache manager, missing compiled extensions, JIT while serving, warnings), per run
+    /// directory; absent for runs without logs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub engine: BTreeMap<String, crate::ingest::engine_log::EngineFacts>,
 }
 
 /// `analysis/summary.json`.
@@ -354,8 +381,20 @@ pub struct AnalysisSummary {
     /// the noise floor next to the taxes. Each must straddle 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aa_taxes: Vec<AaTax>,
+    /// What ingest did with every record, and the run directories it did not load.
+    #[serde(default)]
+    pub accounting: DataAccounting,
     /// Non-fatal problems (truncated lines, missing files, incomplete cells …).
     pub warnings: Vec<String>,
+}
+
+/// Every record accounted for: one row per (run, cell) with a requests file, and every entry
+/// of the results root that looks like a run but was not loaded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DataAccounting {
+    pub cells: Vec<crate::ingest::AccountRow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_loaded: Vec<crate::ingest::NotLoaded>,
 }
 
 /// What the analysis hands on as data (to the verdicts, the report and the JSON outputs):

@@ -40,8 +40,12 @@ pub struct LaunchSamples {
     pub launch: u32,
     pub run_dir: String,
     pub counts: Counts,
+    /// The collector said the cell is complete and the evidence agrees ([`RunCell::account`]).
     pub complete: bool,
     pub incomplete_reason: Option<String>,
+    /// Why the raw data itself is not whole (empty or cut-short file, no collector summary,
+    /// records missing or rejected): the saturation criteria are not evaluated on such a cell.
+    pub data_incomplete: Vec<String>,
     pub ttft_ms: Vec<f64>,
     pub tpot_ms: Vec<f64>,
     pub e2e_ms: Vec<f64>,
@@ -129,11 +133,8 @@ pub fn extract_runs(
                 phase: **phase,
                 cell: (*cell).clone(),
             };
-            Some((
-                key,
-                shape,
-                launch_samples(run.launch, &run.dir_name, rc, with_itl),
-            ))
+            let ls = launch_samples(run.launch, &run.dir_name, rc, &shape, with_itl);
+            Some((key, shape, ls))
         })
         .collect();
     let mut out: BTreeMap<CellKey, CellSamples> = BTreeMap::new();
@@ -153,7 +154,15 @@ pub fn extract_runs(
     out
 }
 
-fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> LaunchSamples {
+/// `rc.requests` are the kept records only (ingest's accounting), so every statistic below —
+/// point estimates and bootstrap samples alike — reads the same records.
+fn launch_samples(
+    launch: u32,
+    run_dir: &str,
+    rc: &RunCell,
+    shape: &Cell,
+    with_itl: bool,
+) -> LaunchSamples {
     let mut reqs: Vec<&RequestRecord> = rc.requests.iter().collect();
     reqs.sort_by_key(|r| (r.seq, r.t_intended_ns));
     let mut s = LaunchSamples {
@@ -163,9 +172,11 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
         placement: rc.placement.clone(),
         has_metrics: rc.has_metrics,
         has_steps: rc.has_steps,
+        data_incomplete: rc.account.incomplete.clone(),
         ..Default::default()
     };
     let c = &mut s.counts;
+    c.rejected = rc.account.dropped();
     for r in &reqs {
         c.scheduled += 1;
         if r.warmup {
@@ -199,11 +210,17 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
             );
         }
     }
-    s.window = window(rc, &reqs, reqs.first().map_or(1.0, |r| r.rate));
-    (s.complete, s.incomplete_reason) = match &rc.health {
-        Some(h) => (h.complete, h.incomplete_reason.clone()),
-        None => (true, None),
-    };
+    // The cell's rate from its (typed) name: a record's `rate` field never drives the window.
+    s.window = window(rc, &reqs, shape.rate);
+    let mut reasons: Vec<String> = Vec::new();
+    let mut complete = s.data_incomplete.is_empty();
+    if let Some(h) = &rc.health {
+        complete &= h.complete;
+        reasons.extend(h.incomplete_reason.clone());
+    }
+    reasons.extend(s.data_incomplete.iter().cloned());
+    s.complete = complete;
+    s.incomplete_reason = (!reasons.is_empty()).then(|| reasons.join("; "));
     if let Some(w) = s.window {
         let e2e: Vec<f64> = reqs
             .iter()
@@ -215,8 +232,8 @@ fn launch_samples(launch: u32, run_dir: &str, rc: &RunCell, with_itl: bool) -> L
             .collect();
         s.completion_shift_ns = crate::stats::quantile(&e2e, 0.5).map_or(0, |d| d as u64);
         let shifted = Window {
-            start_ns: w.start_ns + s.completion_shift_ns,
-            end_ns: w.end_ns + s.completion_shift_ns,
+            start_ns: w.start_ns.saturating_add(s.completion_shift_ns),
+            end_ns: w.end_ns.saturating_add(s.completion_shift_ns),
         };
         s.completions_in_window = reqs
             .iter()
@@ -299,7 +316,7 @@ fn window(rc: &RunCell, reqs: &[&RequestRecord], rate: f64) -> Option<Window> {
     {
         return Some(Window {
             start_ns: h.t_warmup_end_ns,
-            end_ns: h.t_last_send_ns + gap,
+            end_ns: h.t_last_send_ns.saturating_add(gap),
         });
     }
     let start = reqs
@@ -310,6 +327,6 @@ fn window(rc: &RunCell, reqs: &[&RequestRecord], rate: f64) -> Option<Window> {
     let end = reqs.iter().map(|r| r.t_intended_ns).max()?;
     (end > start).then_some(Window {
         start_ns: start,
-        end_ns: end + gap,
+        end_ns: end.saturating_add(gap),
     })
 }

@@ -11,6 +11,11 @@
 //!
 //! The saturation rate is the lowest rate where ≥1 criterion fires; every rate at or above it
 //! counts as saturated (so a noisy unflagged rate above the knee never becomes a reference).
+//!
+//! Incomplete cells: a cell whose raw data is not whole (`data_incomplete`: an empty or
+//! cut-short file, no collector summary, records missing or rejected) is not evaluated (its
+//! criteria say why) and is never the lower rate of criterion 3; no incomplete cell (for any
+//! reason, the collector's cap included) makes its rate a candidate for `ref_safe`/`ref_load`.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +41,8 @@ pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         }
     }
     let mut saturation_rate: BTreeMap<String, Option<f64>> = BTreeMap::new();
-    let mut measured: BTreeMap<String, Vec<(f64, bool)>> = BTreeMap::new();
+    // Per config: (rate, saturated, complete) of every Phase A cell.
+    let mut measured: BTreeMap<String, Vec<(f64, bool, bool)>> = BTreeMap::new();
     let mut notes = Vec::new();
     let mut shapes: BTreeMap<(u32, u32), usize> = BTreeMap::new();
     for ((config, i_len, o_len), mut idx) in ladders {
@@ -44,7 +50,16 @@ pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         idx.sort_by(|a, b| cells[*a].rate.total_cmp(&cells[*b].rate));
         let mut sat: Option<f64> = None;
         for (pos, &i) in idx.iter().enumerate() {
-            let lower = lower_reference(&idx[..pos], cells, cells[i].rate);
+            if !cells[i].data_incomplete.is_empty() {
+                cells[i].saturation = Some(not_evaluated(&cells[i]));
+                continue;
+            }
+            let evaluable: Vec<usize> = idx[..pos]
+                .iter()
+                .copied()
+                .filter(|&j| cells[j].data_incomplete.is_empty())
+                .collect();
+            let lower = lower_reference(&evaluable, cells, cells[i].rate);
             let crit = criteria(&cells[i], lower.map(|j| &cells[j]));
             if crit.any && sat.is_none() {
                 sat = Some(cells[i].rate);
@@ -55,10 +70,17 @@ pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
             let rate = cells[i].rate;
             let saturated = sat.is_some_and(|r| rate >= r);
             cells[i].saturation.as_mut().expect("set above").saturated = saturated;
+            let complete = cells[i].complete;
+            if !complete {
+                notes.push(format!(
+                    "{config} at {} req/s: incomplete cell, not a reference-rate candidate",
+                    fmt_rate(rate)
+                ));
+            }
             measured
                 .entry(config.clone())
                 .or_default()
-                .push((rate, saturated));
+                .push((rate, saturated, complete));
         }
         // With several Phase A shapes a config keeps its lowest saturation rate.
         let e = saturation_rate.entry(config).or_insert(sat);
@@ -76,11 +98,15 @@ pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
     let mut configs: Vec<String> = measured.keys().cloned().collect();
     configs.sort_by_key(|c| config_order(c));
 
+    // A candidate: measured by the config, and every cell at that rate complete and unsaturated.
     let unsaturated_everywhere = |config: &str, r: f64| {
         let m = &measured[config];
-        m.iter().any(|(x, _)| *x == r) && m.iter().filter(|(x, _)| *x == r).all(|(_, s)| !s)
+        m.iter().any(|(x, ..)| *x == r)
+            && m.iter()
+                .filter(|(x, ..)| *x == r)
+                .all(|(_, s, complete)| !s && *complete)
     };
-    let mut all_rates: Vec<f64> = measured.values().flatten().map(|(r, _)| *r).collect();
+    let mut all_rates: Vec<f64> = measured.values().flatten().map(|(r, ..)| *r).collect();
     all_rates.sort_by(f64::total_cmp);
     all_rates.dedup();
     let ref_safe = all_rates
@@ -235,6 +261,27 @@ fn throughput_criterion(c: &CellStats) -> Criterion {
             fired: false,
             note: Some("no measurement window".into()),
         },
+    }
+}
+
+/// The criteria of a cell whose raw data is not whole: none evaluated, each saying why.
+fn not_evaluated(c: &CellStats) -> Saturation {
+    let note = format!(
+        "not evaluated: the cell's data is incomplete ({})",
+        c.data_incomplete.join("; ")
+    );
+    let none = |threshold: f64| Criterion {
+        value: None,
+        threshold,
+        fired: false,
+        note: Some(note.clone()),
+    };
+    Saturation {
+        throughput: none(THROUGHPUT_RATIO_MIN),
+        queue: none(WAITING_P50_MAX),
+        ttft_growth: none(TTFT_GROWTH_MAX),
+        any: false,
+        saturated: false,
     }
 }
 

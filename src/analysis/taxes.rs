@@ -381,8 +381,12 @@ impl TaxEngine<'_> {
     }
 }
 
-/// Whether the CI excludes zero.
+/// Whether the CI excludes zero. A CI that does not contain its own estimate (e.g. from a
+/// handful of resamples) is no evidence either way: `Unknown`, never a detected tax.
 pub fn detection(e: &Estimate) -> Detection {
+    if !e.ci_contains_estimate() {
+        return Detection::Unknown;
+    }
     match (e.lo, e.hi) {
         (Some(lo), _) if lo > 0.0 => Detection::Tax,
         (_, Some(hi)) if hi < 0.0 => Detection::Negative,

@@ -203,7 +203,9 @@ fn with_latencies(df: DataFrame) -> PolarsResult<DataFrame> {
 
 /// Per-cell point percentiles of TTFT/TPOT/E2E over measured requests (status ok, not
 /// warm-up), computed by polars with linear interpolation. `by_launch`: group by launch too.
-/// Columns: config, [launch,] phase, cell, n, then `<metric>_{mean,p50,p90,p99}`.
+/// Columns: config, [launch,] phase, cell, n, then `<metric>_{mean,p50,p90,p99}`. The analysis
+/// computes its point estimates from its own samples of the same kept records (one sample set
+/// for the estimate and its CI); this independent computation must agree (tests/accounting.rs).
 pub fn request_point_estimates(requests: &DataFrame, by_launch: bool) -> PolarsResult<DataFrame> {
     let mut keys = vec![col("config")];
     if by_launch {

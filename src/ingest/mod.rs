@@ -1,34 +1,47 @@
 //! Ingest: a results root on disk → typed rows grouped by run and cell, plus polars frames
 //! ([`frames`]) and a Parquet export. Missing files make a cell (or part of it) missing with a
 //! warning, never a panic; malformed lines are errors naming file, line and field.
+//!
+//! Which directories are runs and which file feeds which cell: [`names`]. What happens to each
+//! request record (kept, rejected by a rule, duplicate, identity mismatch) and whether a cell's
+//! data is whole: [`accounting`].
 
+pub mod accounting;
 pub mod engine_log;
 pub mod env;
 pub mod frames;
 pub mod jsonl;
+pub mod names;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use ctax_schema::{
-    CellHealth, FileKind, ManifestRow, MetricsSample, Phase, Placement, PreflightStatus,
-    ReferenceRates, RequestRecord, RunConfig, RunSummary, StepRecord, parse_file_name,
+    CellHealth, CellKey, FileKind, ManifestRow, MetricsSample, Phase, Placement, PreflightStatus,
+    ReferenceRates, RequestRecord, RunConfig, RunSummary, StepRecord,
 };
 use rayon::prelude::*;
+use serde::de::DeserializeOwned;
 
+pub use accounting::{AccountRow, CellAccount};
 pub use jsonl::IngestError;
+pub use names::NotLoaded;
 
 /// Raw data of one cell of one run (launch).
 #[derive(Debug, Default, Clone)]
 pub struct RunCell {
+    /// The kept request records (see [`accounting`]): the only ones any statistic reads.
     pub requests: Vec<RequestRecord>,
     pub metrics: Vec<MetricsSample>,
     pub steps: Vec<StepRecord>,
+    /// The collector's record of the cell (`summary.json`), when present and consistent.
     pub health: Option<CellHealth>,
     /// Where the cell was measured (GPU slot, GPU index/UUID, CPU set): `summary.json`'s
     /// per-cell placement, else the run's; `None` for runs made before slots existed.
     pub placement: Option<Placement>,
+    /// What happened to every record of the requests file, and whether the data is whole.
+    pub account: CellAccount,
     /// Which raw files were present.
     pub has_requests: bool,
     pub has_metrics: bool,
@@ -46,7 +59,7 @@ pub struct Run {
     pub summary: Option<RunSummary>,
     /// Facts parsed from env.txt (see [`env::parse_env_txt`]).
     pub env: BTreeMap<String, String>,
-    /// Keyed by (phase, cell name).
+    /// Keyed by (phase, canonical cell name `r<rate>_i<in>_o<out>`).
     pub cells: BTreeMap<(Phase, String), RunCell>,
     /// Which of the seed's per-run artifacts exist.
     pub artifacts: BTreeMap<String, bool>,
@@ -66,6 +79,21 @@ impl Run {
     pub fn is_calibration(&self) -> bool {
         self.placement().is_some_and(|p| p.calibration)
     }
+
+    /// The accounting row of each cell with a requests file.
+    pub fn account_rows(&self) -> impl Iterator<Item = AccountRow> + '_ {
+        self.cells
+            .iter()
+            .filter(|(_, rc)| rc.has_requests)
+            .map(|((phase, cell), rc)| AccountRow {
+                run: self.dir_name.clone(),
+                config: self.config.clone(),
+                launch: self.launch,
+                phase: *phase,
+                cell: cell.clone(),
+                account: rc.account.clone(),
+            })
+    }
 }
 
 /// A whole results root.
@@ -81,7 +109,30 @@ pub struct Dataset {
     pub reference_rates: Option<ReferenceRates>,
     pub manifest: Vec<ManifestRow>,
     pub profile: Option<String>,
+    /// One row per (run, cell) with a requests file, calibration launches included.
+    pub accounting: Vec<AccountRow>,
+    /// Entries of the root that look like runs but were not loaded (copies, links,
+    /// unreadable directories, config.json disagreeing with the name).
+    pub not_loaded: Vec<NotLoaded>,
     pub warnings: Vec<String>,
+}
+
+impl Dataset {
+    /// A dataset of the given runs alone (no pre-flight, manifest or profile): e.g. one run
+    /// directory's quick statistics after its launch.
+    pub fn of_runs(root: &Path, runs: Vec<Run>, warnings: Vec<String>) -> Dataset {
+        Dataset {
+            root: root.to_path_buf(),
+            accounting: runs.iter().flat_map(Run::account_rows).collect(),
+            runs,
+            preflight: None,
+            reference_rates: None,
+            manifest: Vec::new(),
+            profile: None,
+            not_loaded: Vec::new(),
+            warnings,
+        }
+    }
 }
 
 /// The seed's per-run artifacts that are single files.
@@ -98,23 +149,15 @@ pub const RUN_FILES: [&str; 6] = [
 pub fn load(root: &Path) -> anyhow::Result<Dataset> {
     anyhow::ensure!(root.is_dir(), "{}: not a directory", root.display());
     let mut warnings = Vec::new();
-    let mut run_dirs = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(root)
-        .with_context(|| format!("reading {}", root.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("reading {}", root.display()))?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !e.path().is_dir()
-            || matches!(name.as_str(), "preflight" | "analysis")
-            || name.starts_with('.')
-        {
-            continue;
-        }
-        if looks_like_run(&e.path()) {
-            run_dirs.push(e.path());
-        }
+    let (candidates, mut not_loaded) =
+        names::run_dirs(root).with_context(|| format!("reading {}", root.display()))?;
+    let run_dirs = agreeing_runs(candidates, &mut not_loaded)?;
+    for n in &not_loaded {
+        warnings.push(format!(
+            "{}: NOT LOADED: {}",
+            root.join(&n.name).display(),
+            n.reason
+        ));
     }
     let loaded: Vec<Result<(Run, Vec<String>), anyhow::Error>> =
         run_dirs.par_iter().map(|p| load_run(p)).collect();
@@ -125,6 +168,7 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
         runs.push(run);
     }
     runs.sort_by(|a, b| a.dir_name.cmp(&b.dir_name));
+    let accounting: Vec<AccountRow> = runs.iter().flat_map(Run::account_rows).collect();
 
     let preflight = read_json_opt::<PreflightStatus>(
         &root.join("preflight/preflight_status.json"),
@@ -150,18 +194,71 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
         reference_rates,
         manifest,
         profile,
+        accounting,
+        not_loaded,
         warnings,
     })
 }
 
-fn looks_like_run(dir: &Path) -> bool {
-    dir.join("config.json").exists()
-        || std::fs::read_dir(dir)
-            .map(|rd| {
-                rd.flatten()
-                    .any(|e| parse_file_name(&e.file_name().to_string_lossy()).is_some())
-            })
-            .unwrap_or(false)
+/// The candidate run directories whose `config.json` agrees with their name, and only the
+/// first (in name order) of several that claim the same (config, launch, stage); the others
+/// go to `not_loaded`.
+fn agreeing_runs(
+    candidates: Vec<PathBuf>,
+    not_loaded: &mut Vec<NotLoaded>,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut seen: BTreeMap<(String, u32, String), String> = BTreeMap::new();
+    let mut out = Vec::new();
+    for dir in candidates {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let rc = read_json_opt::<RunConfig>(&dir.join("config.json"), &mut Vec::new())?;
+        if let Some(why) = rc
+            .as_ref()
+            .and_then(|rc| names::config_disagrees(&name, rc))
+        {
+            not_loaded.push(NotLoaded { name, reason: why });
+            continue;
+        }
+        let key = match &rc {
+            Some(rc) => (
+                rc.config.clone(),
+                rc.launch,
+                rc.extra
+                    .get("stage")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+            ),
+            None => {
+                let n = names::parse_run_dir_name(&name).expect("run_dirs checked the name");
+                (n.config, n.launch, String::new())
+            }
+        };
+        if let Some(first) = seen.get(&key) {
+            not_loaded.push(NotLoaded {
+                name,
+                reason: format!(
+                    "the same config, launch and stage ({} l{}{}) as {first}: a copy of a run is \
+                     not another launch",
+                    key.0,
+                    key.1,
+                    if key.2.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" stage {}", key.2)
+                    }
+                ),
+            });
+            continue;
+        }
+        seen.insert(key, name);
+        out.push(dir);
+    }
+    not_loaded.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }
 
 fn read_json_opt<T: serde::de::DeserializeOwned>(
@@ -187,15 +284,16 @@ fn read_json_opt<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// `<date>_<config>_l<k>` → (config, k). Falls back to (everything after the first `_`, 0).
-pub fn parse_run_dir_name(name: &str) -> (String, u32) {
-    let rest = name.split_once('_').map_or(name, |(_, r)| r);
-    if let Some((cfg, l)) = rest.rsplit_once("_l")
-        && let Ok(k) = l.parse::<u32>()
-    {
-        return (cfg.to_owned(), k);
-    }
-    (rest.to_owned(), 0)
+/// Reads every file of one raw stream and resolves copies ([`names::choose`]).
+fn read_stream<T: DeserializeOwned + PartialEq>(
+    s: &names::RawStream,
+) -> anyhow::Result<(PathBuf, jsonl::Lines<T>, Option<String>)> {
+    let parsed = s
+        .files
+        .iter()
+        .map(|p| Ok((p.clone(), jsonl::read_jsonl::<T>(p)?)))
+        .collect::<Result<Vec<_>, IngestError>>()?;
+    names::choose(parsed)
 }
 
 /// Loads one run directory (with the warnings met).
@@ -207,15 +305,20 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
     let mut warnings = Vec::new();
     let run_config = read_json_opt::<RunConfig>(&path.join("config.json"), &mut warnings)?;
     let summary = read_json_opt::<RunSummary>(&path.join("summary.json"), &mut warnings)?;
-    let (config, launch) = match &run_config {
-        Some(c) => (c.config.clone(), c.launch),
-        None => {
+    let (config, launch) = match (&run_config, names::parse_run_dir_name(&dir_name)) {
+        (Some(c), _) => (c.config.clone(), c.launch),
+        (None, Some(n)) => {
             warnings.push(format!(
                 "{}: no config.json; config and launch taken from the directory name",
                 path.display()
             ));
-            parse_run_dir_name(&dir_name)
+            (n.config, n.launch)
         }
+        (None, None) => anyhow::bail!(
+            "{}: no config.json and not named `<YYYYMMDD-HHMMSS>_<config>_l<k>`: cannot tell \
+             which config and launch it holds",
+            path.display()
+        ),
     };
     let env = jsonl::read_regular(&path.join("env.txt"), 64 << 20)
         .map(|t| env::parse_env_txt(&String::from_utf8_lossy(&t)))
@@ -225,54 +328,103 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
         artifacts.insert(f.to_owned(), path.join(f).exists());
     }
 
-    let mut files: Vec<(FileKind, Phase, String, PathBuf)> = Vec::new();
-    for e in std::fs::read_dir(path)
-        .with_context(|| format!("reading {}", path.display()))?
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if let Some((kind, phase, cell)) = parse_file_name(&name) {
-            if phase == Phase::Preflight {
-                continue;
+    // The collector's record and the placement of each cell, by typed cell key.
+    let mut health: BTreeMap<(Phase, String), &CellHealth> = BTreeMap::new();
+    let mut placement: BTreeMap<(Phase, String), &Placement> = BTreeMap::new();
+    if let Some(s) = &summary {
+        for (k, h) in &s.cells {
+            match CellKey::parse(k) {
+                Some(key) => {
+                    health.insert((key.phase, key.cell.name()), h);
+                }
+                None => warnings.push(format!(
+                    "{}: summary.json: cell key `{k}` is not `<phase>/r<rate>_i<in>_o<out>`; \
+                     ignored",
+                    path.display()
+                )),
             }
-            files.push((kind, phase, cell, e.path()));
+        }
+        for (k, p) in &s.placement {
+            if let Some(key) = CellKey::parse(k) {
+                placement.insert((key.phase, key.cell.name()), p);
+            }
         }
     }
-    // A cell may exist as both .jsonl and .jsonl.zst (archiving in progress): prefer the plain one.
-    files.sort_by(|a, b| (a.1, &a.2, a.0 as u8, &a.3).cmp(&(b.1, &b.2, b.0 as u8, &b.3)));
-    files.dedup_by(|later, earlier| {
-        later.0 == earlier.0 && later.1 == earlier.1 && later.2 == earlier.2
-    });
 
-    let parsed: Vec<anyhow::Result<ParsedFile>> = files
+    let (streams, w) =
+        names::raw_streams(path).with_context(|| format!("reading {}", path.display()))?;
+    warnings.extend(w);
+    let parsed: Vec<anyhow::Result<ParsedStream>> = streams
         .par_iter()
-        .map(|(kind, phase, cell, p)| {
-            let (parsed, w) = match kind {
+        .map(|s| {
+            let key = (s.phase, s.cell_name());
+            let (file, parsed, cut_short, mut w) = match s.kind {
                 FileKind::Requests => {
-                    let l = jsonl::read_jsonl::<RequestRecord>(p)?;
-                    (Parsed::Requests(l.rows), l.warnings)
+                    let (file, lines, chosen) = read_stream::<RequestRecord>(s)?;
+                    let mut w = lines.warnings.clone();
+                    w.extend(chosen);
+                    let cut_short = lines.cut_short.clone();
+                    let state = match health.get(&key) {
+                        Some(h) => match accounting::health_problem(h) {
+                            None => Ok(*h),
+                            Some(p) => Err(p),
+                        },
+                        None if summary.is_none() => Err("no summary.json in the run directory \
+                             (the collector was killed before it finished a cell?)"
+                            .to_owned()),
+                        None => Err("no entry for this cell in summary.json (the collector was \
+                                     killed during it?)"
+                            .to_owned()),
+                    };
+                    let id = accounting::Identity {
+                        config: &config,
+                        launch,
+                        phase: s.phase,
+                        cell: &s.cell,
+                    };
+                    let a = accounting::account_requests(&file, lines, &id, state);
+                    w.extend(a.warnings);
+                    (file, Parsed::Requests(a.kept, a.account), cut_short, w)
                 }
                 FileKind::Metrics => {
-                    let l = jsonl::read_jsonl::<MetricsSample>(p)?;
-                    (Parsed::Metrics(l.rows), l.warnings)
+                    let (file, l, chosen) = read_stream::<MetricsSample>(s)?;
+                    let mut w = l.warnings;
+                    w.extend(chosen);
+                    (file, Parsed::Metrics(l.rows), l.cut_short, w)
                 }
                 FileKind::EngineStep => {
-                    let l = jsonl::read_jsonl::<StepRecord>(p)?;
-                    (Parsed::Steps(l.rows), l.warnings)
+                    let (file, l, chosen) = read_stream::<StepRecord>(s)?;
+                    let mut w = l.warnings;
+                    w.extend(chosen);
+                    (file, Parsed::Steps(l.rows), l.cut_short, w)
                 }
             };
-            Ok((*kind, *phase, cell.clone(), parsed, w))
+            // A stream cut short loses records: the cell's data is not whole.
+            let cut_short = cut_short.map(|c| {
+                let name = file
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                let why = c
+                    .strip_prefix(&file.display().to_string())
+                    .unwrap_or(&c)
+                    .trim_start_matches(':')
+                    .trim();
+                format!("`{name}` is cut short: {why}")
+            });
+            w.shrink_to_fit();
+            Ok((key, parsed, cut_short, w))
         })
         .collect();
 
     let mut cells: BTreeMap<(Phase, String), RunCell> = BTreeMap::new();
     for r in parsed {
-        let (_, phase, cell, parsed, w) = r?;
+        let (key, parsed, cut_short, w) = r?;
         warnings.extend(w);
-        let rc = cells.entry((phase, cell)).or_default();
+        let rc = cells.entry(key).or_default();
         match parsed {
-            Parsed::Requests(v) => {
+            Parsed::Requests(v, account) => {
                 rc.requests = v;
+                rc.account = account;
                 rc.has_requests = true;
             }
             Parsed::Metrics(v) => {
@@ -284,19 +436,17 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
                 rc.has_steps = true;
             }
         }
-    }
-    if let Some(s) = &summary {
-        for h in s.cells.values() {
-            if let Some(rc) = cells.get_mut(&(h.phase, h.cell.clone())) {
-                rc.health = Some(h.clone());
-            }
-        }
+        rc.account.incomplete.extend(cut_short);
     }
     let run_placement = run_config.as_ref().and_then(|c| c.placement.clone());
-    for ((phase, cell), rc) in cells.iter_mut() {
-        rc.placement = summary
-            .as_ref()
-            .and_then(|s| s.placement.get(&format!("{phase}/{cell}")).cloned())
+    for (key, rc) in cells.iter_mut() {
+        rc.health = health
+            .get(key)
+            .filter(|h| accounting::health_problem(h).is_none())
+            .map(|h| (*h).clone());
+        rc.placement = placement
+            .get(key)
+            .map(|p| (*p).clone())
             .or_else(|| run_placement.clone());
     }
     for ((phase, cell), rc) in &cells {
@@ -305,27 +455,19 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
                 "{}: {phase}/{cell}: requests file missing; cell has no latency data",
                 path.display()
             ));
+            continue;
         }
-        if !rc.has_metrics && rc.has_requests {
+        if !rc.has_metrics {
             warnings.push(format!(
                 "{}: {phase}/{cell}: metrics file missing; queue criterion not evaluable",
                 path.display()
             ));
         }
-        if rc.health.is_none() && rc.has_requests {
+        for why in &rc.account.incomplete {
             warnings.push(format!(
-                "{}: {phase}/{cell}: no collector summary; window taken from the request schedule",
+                "{}: {phase}/{cell}: data incomplete: {why}",
                 path.display()
             ));
-        }
-        for r in rc.requests.iter().take(1) {
-            if r.config != config {
-                warnings.push(format!(
-                    "{}: {phase}/{cell}: records say config `{}`, config.json says `{config}`; using config.json",
-                    path.display(),
-                    r.config
-                ));
-            }
         }
     }
     Ok((
@@ -344,11 +486,11 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
     ))
 }
 
-/// One parsed raw file: (kind, phase, cell, rows, warnings).
-type ParsedFile = (FileKind, Phase, String, Parsed, Vec<String>);
+/// One parsed raw stream: (phase, cell), rows, why it is cut short, warnings.
+type ParsedStream = ((Phase, String), Parsed, Option<String>, Vec<String>);
 
 enum Parsed {
-    Requests(Vec<RequestRecord>),
+    Requests(Vec<RequestRecord>, CellAccount),
     Metrics(Vec<MetricsSample>),
     Steps(Vec<StepRecord>),
 }
@@ -404,7 +546,7 @@ mod tests {
                     launch: rc.launch,
                     phase: Phase::A,
                     cell: cell.into(),
-                    rate: 4.0,
+                    rate: ctax_schema::Cell::parse(cell).unwrap().rate,
                     input_len: 8,
                     output_len: 8,
                     seq: 0,
@@ -413,7 +555,7 @@ mod tests {
                     t_first_token_ns: Some(2),
                     t_last_token_ns: Some(3),
                     t_end_ns: Some(3),
-                    events: vec![],
+                    events: vec![ctax_schema::Event(2, 1), ctax_schema::Event(3, 7)],
                     prompt_tokens: Some(8),
                     completion_tokens: Some(8),
                     inflight_at_send: 0,
@@ -453,14 +595,5 @@ mod tests {
             slots.into_iter().collect::<std::collections::BTreeSet<_>>(),
             [Some(0), Some(1)].into_iter().collect()
         );
-    }
-
-    #[test]
-    fn run_dir_names() {
-        assert_eq!(
-            parse_run_dir_name("20261129-101500_mooncake_both_l1"),
-            ("mooncake_both".into(), 1)
-        );
-        assert_eq!(parse_run_dir_name("2026-11-29_plain"), ("plain".into(), 0));
     }
 }

@@ -14,6 +14,7 @@ use crate::fsutil::write_json_atomic;
 /// `<root>/reference_rates.json`.
 pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
     let ds = crate::ingest::load(root)?;
+    crate::pipeline::eprint_warnings(&ds.warnings);
     let refs = analysis::reference_rates(&ds)?;
     let path = root.join("reference_rates.json");
     write_json_atomic(&path, &refs).with_context(|| format!("writing {}", path.display()))?;
@@ -36,7 +37,7 @@ pub fn adopt_reference_rates(root: &Path, file: &Path) -> anyhow::Result<Referen
 /// report directory.
 pub fn analyze_and_report(root: &Path) -> anyhow::Result<std::path::PathBuf> {
     let out = root.join("report");
-    crate::pipeline::run(
+    let done = crate::pipeline::run(
         root,
         &AnalyzeOptions::default(),
         &crate::pipeline::Outputs {
@@ -44,6 +45,7 @@ pub fn analyze_and_report(root: &Path) -> anyhow::Result<std::path::PathBuf> {
             report_dir: Some(out.clone()),
         },
     )?;
+    crate::pipeline::eprint_warnings(&done.analysis.summary.warnings);
     Ok(out)
 }
 
@@ -51,15 +53,7 @@ pub fn analyze_and_report(root: &Path) -> anyhow::Result<std::path::PathBuf> {
 /// (1,000 resamples, no ITL: a quick look; `ctax analyze` gives the full statistics).
 pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
     let (run, warnings) = crate::ingest::load_run(run_dir)?;
-    let ds = crate::ingest::Dataset {
-        root: run_dir.to_path_buf(),
-        runs: vec![run],
-        preflight: None,
-        reference_rates: None,
-        manifest: Vec::new(),
-        profile: None,
-        warnings,
-    };
+    let ds = crate::ingest::Dataset::of_runs(run_dir, vec![run], warnings);
     let opts = AnalyzeOptions {
         bootstrap: crate::stats::BootstrapConfig {
             resamples: 1000,

@@ -182,7 +182,13 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
         unit: "count",
         threshold: "0 missing artifacts".into(),
     };
-    let mut missing: Vec<String> = Vec::new();
+    // A directory that looks like a run but was not loaded (unreadable, a copy, a link) is
+    // missing data, never "complete".
+    let mut missing: Vec<String> = ds
+        .not_loaded
+        .iter()
+        .map(|n| format!("{} (not loaded: {})", n.name, n.reason))
+        .collect();
     let step_timing = ctx.info.step_timing_available;
     for run in &ds.runs {
         for (f, present) in &run.artifacts {

@@ -54,7 +54,14 @@ pub enum IngestError {
 #[derive(Debug)]
 pub struct Lines<T> {
     pub rows: Vec<T>,
+    /// The 1-based line each row came from (same length as `rows`), for messages naming
+    /// `file:line`.
+    pub line_numbers: Vec<usize>,
     pub warnings: Vec<String>,
+    /// Why the file ends before its writer finished it (a zstd stream cut short, a truncated
+    /// last line), if it does; the same text is in `warnings`. Ingest makes such a cell
+    /// incomplete.
+    pub cut_short: Option<String>,
 }
 
 /// Parses every line of `bytes` (contents of `path`) as `T`.
@@ -138,17 +145,29 @@ pub fn parse_reader_limited<T: DeserializeOwned>(
     max_line: usize,
 ) -> Result<Lines<T>, IngestError> {
     let mut rows = Vec::new();
-    let mut warnings = Vec::new();
+    let mut line_numbers = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut cut_short = None;
     let mut line = Vec::with_capacity((64 * 1024).min(max_line + 1));
     let mut lineno = 0usize;
     loop {
         let got = match read_line_limited(&mut reader, &mut line, max_line) {
             Ok(g) => g,
-            Err(e) if lineno > 0 => {
-                warnings.push(format!(
-                    "{}: stream ends early after line {lineno} ({e}); read what was there",
+            // A stream that ends early (a zstd frame cut short: `UnexpectedEof`, even before
+            // its first line) keeps what was read; any other read error before the first line
+            // is an error.
+            Err(e) if lineno > 0 || e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let at = if lineno > 0 {
+                    format!("after line {lineno}")
+                } else {
+                    "before its first line".to_owned()
+                };
+                let w = format!(
+                    "{}: stream ends early {at} ({e}); read what was there",
                     path.display()
-                ));
+                );
+                cut_short = Some(w.clone());
+                warnings.push(w);
                 break;
             }
             Err(source) => {
@@ -172,15 +191,20 @@ pub fn parse_reader_limited<T: DeserializeOwned>(
         lineno += 1;
         let complete = line.last() == Some(&b'\n');
         match parse_line::<T>(&line) {
-            Ok(Some(row)) => rows.push(row),
+            Ok(Some(row)) => {
+                rows.push(row);
+                line_numbers.push(lineno);
+            }
             Ok(None) => {}
             Err(e) if !complete => {
                 // No newline after it: the last line, cut off when the writer was killed.
-                warnings.push(format!(
+                let w = format!(
                     "{}:{lineno}: truncated last line skipped (the writer was probably killed): {}",
                     path.display(),
                     e.message
-                ));
+                );
+                cut_short = Some(w.clone());
+                warnings.push(w);
                 break;
             }
             Err(e) => {
@@ -193,7 +217,12 @@ pub fn parse_reader_limited<T: DeserializeOwned>(
             }
         }
     }
-    Ok(Lines { rows, warnings })
+    Ok(Lines {
+        rows,
+        line_numbers,
+        warnings,
+        cut_short,
+    })
 }
 
 /// Why one line did not parse: the field path (`(record)` for the whole line) and serde's
@@ -269,6 +298,54 @@ mod tests {
             "{}",
             l.warnings[0]
         );
+        assert_eq!(l.cut_short.as_ref(), Some(&l.warnings[0]));
+    }
+
+    #[test]
+    fn rows_keep_their_line_numbers_and_a_whole_file_is_not_cut_short() {
+        let l: Lines<Row> =
+            parse_lines(p(), b"\n{\"a\":1,\"b\":null}\n  \n{\"a\":2,\"b\":null}\n").unwrap();
+        assert_eq!(l.rows.len(), 2);
+        assert_eq!(l.line_numbers, vec![2, 4]);
+        assert!(l.cut_short.is_none());
+    }
+
+    /// A reader that fails after its data, like a zstd decoder at a stream cut short.
+    struct FailsAtEnd<'a>(&'a [u8]);
+    impl std::io::Read for FailsAtEnd<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "incomplete frame",
+                ));
+            }
+            let n = self.0.len().min(out.len());
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_stream_that_ends_before_its_first_line_is_cut_short_not_an_error() {
+        let r = std::io::BufReader::new(FailsAtEnd(b"{\"a\":1,"));
+        let l: Lines<Row> = parse_reader(p(), r).unwrap();
+        assert!(l.rows.is_empty());
+        let cut = l.cut_short.expect("cut short");
+        assert!(
+            cut.contains("stream ends early before its first line"),
+            "{cut}"
+        );
+    }
+
+    #[test]
+    fn a_stream_that_ends_early_is_cut_short() {
+        let r = std::io::BufReader::new(FailsAtEnd(b"{\"a\":1,\"b\":null}\n"));
+        let l: Lines<Row> = parse_reader(p(), r).unwrap();
+        assert_eq!(l.rows.len(), 1);
+        let cut = l.cut_short.expect("cut short");
+        assert!(cut.contains("stream ends early after line 1"), "{cut}");
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! escapes for its own format (askama's HTML autoescape, the Markdown `md` filter).
 //!
 //! One module per report section, in page order: [`overview`] (at a glance, degradation),
-//! [`verdicts`], [`figures`], [`taxes`], [`cells`], [`conventions`], [`provenance`].
+//! [`verdicts`], [`figures`], [`taxes`], [`cells`], [`accounting`], [`conventions`],
+//! [`provenance`].
 
+mod accounting;
 mod cells;
 mod conventions;
 mod figures;
@@ -15,6 +17,7 @@ mod verdicts;
 
 use ctax_schema::Phase;
 
+pub use accounting::{AccountingRow, AccountingView};
 pub use cells::{CellGroup, CellRow, SaturationRules};
 pub use figures::FigureView;
 pub use provenance::{Group, ManifestView, Provenance};
@@ -60,6 +63,8 @@ pub struct ReportView {
     pub aa: Vec<taxes::AaView>,
     /// The pooled launch-to-launch noise in one line.
     pub launch_noise: String,
+    /// What ingest did with every record; which cells' data is not whole.
+    pub accounting: AccountingView,
     pub conventions: Vec<(String, String)>,
     pub warnings: Vec<String>,
     pub provenance: Provenance,
@@ -90,6 +95,7 @@ impl ReportView {
             calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
             aa: taxes::aa_rows(r),
             launch_noise: overview::launch_noise_line(&s.launch_noise),
+            accounting: accounting::accounting(r),
             conventions: conventions::rows(&s.conventions),
             warnings: s.warnings.clone(),
             provenance: provenance::provenance(r, v),

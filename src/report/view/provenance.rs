@@ -22,6 +22,52 @@ pub struct Provenance {
     pub reference: Vec<(String, String)>,
     pub reference_notes: Vec<String>,
     pub saturation_rates: Vec<(String, String)>,
+    /// Per launch, from its vLLM log: config, launch dir, connectors created, engine changes,
+    /// warning groups (count: first message).
+    pub engine: Vec<[String; 5]>,
+}
+
+/// The Engine table: what each launch's log says the connector changed.
+fn engine_rows(d: &crate::analysis::model::DatasetInfo) -> Vec<[String; 5]> {
+    let mut rows: Vec<[String; 5]> = d
+        .engine
+        .iter()
+        .map(|(dir, f)| {
+            let config = d
+                .run_configs
+                .get(dir)
+                .and_then(|v| v.get("config"))
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_owned();
+            let warnings = f
+                .warnings
+                .iter()
+                .map(|(k, g)| format!("{k} ×{}: {}", g.count, g.first))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            [
+                config,
+                dir.clone(),
+                if f.connectors.is_empty() {
+                    "none".into()
+                } else {
+                    f.connectors.join(", ")
+                },
+                f.summary(),
+                if warnings.is_empty() {
+                    "none".into()
+                } else {
+                    warnings
+                },
+            ]
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (crate::analysis::model::config_order(&a[0]), &a[1])
+            .cmp(&(crate::analysis::model::config_order(&b[0]), &b[1]))
+    });
+    rows
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -216,6 +262,7 @@ pub(super) fn provenance(r: &AnalysisResult, verdicts: &Verdicts) -> Provenance 
         ],
         reference_notes: rr.notes.clone(),
         saturation_rates,
+        engine: engine_rows(d),
     }
 }
 

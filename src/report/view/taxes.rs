@@ -45,7 +45,12 @@ pub(super) fn calibration_view(c: &crate::analysis::model::CalibrationRow) -> Ca
         n: format!("{} / {}", c.n_reference, c.n_other),
         ttft: tax_cell(Some(&c.ttft_p90)),
         tpot: tax_cell(Some(&c.tpot_p90)),
-        detectable: if c.detectable { "yes" } else { "no" }.to_owned(),
+        detectable: match (c.saturated, c.detectable) {
+            (true, _) => "plain saturated: not a GPU difference",
+            (false, true) => "yes",
+            (false, false) => "no",
+        }
+        .to_owned(),
     }
 }
 
