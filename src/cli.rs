@@ -111,7 +111,7 @@ pub struct StatsArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Moving-block bootstrap over send order instead of iid; optional block length (default
-    /// ceil(n^(1/3))).
+    /// Politis-White automatic length per launch).
     #[arg(
         long,
         num_args = 0..=1,

@@ -11,7 +11,9 @@ pub fn conventions(b: &BootstrapConfig) -> Conventions {
                 .to_owned()
         }
         Method::MovingBlock { block_len: None } => {
-            "moving-block resampling over send order, block length ceil(n^(1/3))".to_owned()
+            "moving-block resampling over send order, block length per launch by Politis-White (2004, \
+             corrected 2009)"
+                .to_owned()
         }
         Method::MovingBlock { block_len: Some(l) } => {
             format!("moving-block resampling over send order, block length {l}")

@@ -4,6 +4,8 @@
 //! directory and compile cache, and a CPU set (the host's CPUs split between slots) that its
 //! server's process group and its collector are pinned to. Which launch runs on which slot is
 //! decided in [`super::plan`]; the threads that run them are in [`super::runner`].
+//!
+//! Length: 486 lines of code; the rest of the file is its unit tests (kept next to the rules).
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -6,7 +6,8 @@
 //!   size n from sorted `x` is `x[⌊n·U₍ⱼ₎⌋]` with `U₍ⱼ₎ ~ Beta(j, n+1−j)`, and the next order
 //!   statistic is `U₍ⱼ₊₁₎ = U₍ⱼ₎ + (1−U₍ⱼ₎)(1 − V^{1/(n−j)})`, V uniform. O(1) per replicate.
 //! - **moving block** over send order (option): blocks of `b` consecutive requests (default
-//!   `b = ⌈n^{1/3}⌉`) drawn with replacement until n values; keeps short-range correlation.
+//!   `b` = Politis–White automatic length of each launch's series) drawn with replacement until
+//!   n values; keeps short-range correlation.
 //! - **hierarchical** (a config with several launches): draw launches with replacement, then
 //!   resample requests from the drawn launches, so CIs include launch-to-launch variation.
 //!   iid: the N = Σ nⱼ requests are drawn from the pooled data of the drawn launches (each launch
@@ -33,7 +34,8 @@ use super::percentile::{quantile_select, quantile_sorted, sort};
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Method {
     Iid,
-    /// Moving-block bootstrap over send order; `block_len: None` = ⌈n^{1/3}⌉.
+    /// Moving-block bootstrap over send order; `block_len: None` = Politis–White automatic
+    /// length per launch (evidence in DESIGN.md §4.3).
     MovingBlock {
         block_len: Option<usize>,
     },
@@ -264,7 +266,8 @@ fn sample_beta(rng: &mut Xoshiro256PlusPlus, a: f64, b: f64) -> f64 {
 }
 
 /// Materialised resamples. `hierarchical`: draw groups with replacement first.
-/// `block_len`: `Some(1)` = iid inside a group; `Some(b)` fixed; `None` = ⌈n^{1/3}⌉ per group.
+/// `block_len`: `Some(1)` = iid inside a group; `Some(b)` fixed; `None` = Politis–White per
+/// group ([`super::block_length`]).
 fn brute_force(
     groups: &[&[f64]],
     qs: &[f64],
@@ -275,19 +278,27 @@ fn brute_force(
 ) -> Vec<Vec<f64>> {
     let total: usize = groups.iter().map(|g| g.len()).sum();
     let k = qs.len();
+    // Block length per group, once: fixed, or Politis–White on the group's own send order.
+    let lens: Vec<usize> = groups
+        .iter()
+        .map(|g| {
+            block_len
+                .unwrap_or_else(|| super::block_length::politis_white(g))
+                .clamp(1, g.len().max(1))
+        })
+        .collect();
     // Replicate r's quantiles are stored at out[r*k .. r*k+k], then transposed.
     let flat = chunked_with_buf(resamples, seed, total, |rng, buf, out| {
         buf.clear();
         for gi in 0..groups.len() {
-            let g = if hierarchical {
-                groups[rng.random_range(0..groups.len())]
+            let pick = if hierarchical {
+                rng.random_range(0..groups.len())
             } else {
-                groups[gi]
+                gi
             };
+            let g = groups[pick];
             let n = g.len();
-            let b = block_len
-                .unwrap_or_else(|| (n as f64).cbrt().ceil() as usize)
-                .clamp(1, n);
+            let b = lens[pick];
             let mut taken = 0;
             while taken < n {
                 let start = rng.random_range(0..=n - b);
