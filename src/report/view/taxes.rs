@@ -108,6 +108,9 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefTaxRow {
     pub config: String,
+    /// What the config changed in the engine, from its launches' vLLM logs (distinct
+    /// summaries joined), or empty without logs.
+    pub engine: String,
     pub ttft_safe: TaxCell,
     pub ttft_load: TaxCell,
     pub tpot_safe: TaxCell,
@@ -179,6 +182,7 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
                 step: tax_cell(safe.and_then(|t| t.step_p50_us.as_ref())),
                 callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
                 unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
+                engine: engine_of(r, &c),
                 config: c,
             }
         })
@@ -240,4 +244,24 @@ pub(super) fn ref_shape_text(r: &AnalysisResult) -> String {
             .collect();
     }
     fmt::shapes(&shapes)
+}
+
+/// Distinct engine-change summaries of `config`'s launches (from their vLLM logs).
+pub(super) fn engine_of(r: &AnalysisResult, config: &str) -> String {
+    let d = &r.summary.dataset;
+    let mut v: Vec<String> = d
+        .engine
+        .iter()
+        .filter(|(dir, _)| {
+            d.run_configs
+                .get(*dir)
+                .and_then(|c| c.get("config"))
+                .and_then(|c| c.as_str())
+                == Some(config)
+        })
+        .map(|(_, f)| f.summary())
+        .collect();
+    v.sort();
+    v.dedup();
+    v.join(" / ")
 }
