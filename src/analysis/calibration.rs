@@ -163,17 +163,9 @@ fn warning(r: &CalibrationRow) -> String {
         r.host
             .as_ref()
             .map_or_else(String::new, |h| format!(" on host {h}")),
-        pct_ci(&r.ttft_p90.value),
-        pct_ci(&r.tpot_p90.value),
+        r.ttft_p90.value.pct_ci(),
+        r.tpot_p90.value.pct_ci(),
     )
-}
-
-fn pct_ci(e: &super::model::Estimate) -> String {
-    let p = |x: f64| format!("{:+.1}%", x * 100.0);
-    match (e.lo, e.hi) {
-        (Some(lo), Some(hi)) => format!("{} [{}, {}]", p(e.est), p(lo), p(hi)),
-        _ => p(e.est),
-    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{CellKey, CellStats, Detection, Estimate};
-use super::samples::CellSamples;
+use super::model::{CellKey, CellStats, Detection};
 use super::taxes::Metric;
 use crate::stats::launch_noise::{PooledVariance, pooled_variance, replicates, variance_draws};
 
@@ -74,14 +73,28 @@ impl NoiseModel {
         resamples: usize,
         seed: u64,
     ) -> (NoiseModel, LaunchNoiseSummary) {
+        Self::estimate_without(pooled, per_launch, None, resamples, seed)
+    }
+
+    /// [`Self::estimate`] leaving out every cell of `exclude`.
+    pub fn estimate_without(
+        pooled: &[CellStats],
+        per_launch: &[CellStats],
+        exclude: Option<&str>,
+        resamples: usize,
+        seed: u64,
+    ) -> (NoiseModel, LaunchNoiseSummary) {
+        let kept = |c: &&CellStats| exclude != Some(c.key.config.as_str());
+        let per_launch: Vec<&CellStats> = per_launch.iter().filter(kept).collect();
         let mut launches: BTreeMap<String, std::collections::BTreeSet<u32>> = BTreeMap::new();
-        for c in per_launch {
+        for c in &per_launch {
             if let Some(l) = c.launch {
                 launches.entry(c.key.config.clone()).or_default().insert(l);
             }
         }
         let unsaturated: Vec<&CellKey> = pooled
             .iter()
+            .filter(kept)
             .filter(|c| c.launch.is_none())
             .filter(|c| !c.saturation.as_ref().is_some_and(|s| s.saturated))
             .map(|c| &c.key)
@@ -107,7 +120,7 @@ impl NoiseModel {
                         per_launch
                             .iter()
                             .filter(|c| c.launch.is_some() && &c.key == *key)
-                            .filter_map(|c| point(c, m))
+                            .filter_map(|c| m.point(c))
                             .collect(),
                     )
                 })
@@ -186,17 +199,7 @@ pub fn leave_one_config_out(
     configs
         .into_iter()
         .filter_map(|c| {
-            let p: Vec<CellStats> = pooled
-                .iter()
-                .filter(|x| x.key.config != c)
-                .cloned()
-                .collect();
-            let l: Vec<CellStats> = per_launch
-                .iter()
-                .filter(|x| x.key.config != c)
-                .cloned()
-                .collect();
-            let (m, s) = NoiseModel::estimate(&p, &l, resamples, seed);
+            let (m, s) = NoiseModel::estimate_without(pooled, per_launch, Some(c), resamples, seed);
             s.ttft_known().then(|| (c.to_owned(), m))
         })
         .collect()
@@ -216,22 +219,6 @@ fn name(m: Metric) -> &'static str {
         .find(|(x, _)| *x == m)
         .map(|(_, n)| *n)
         .expect("every metric is listed")
-}
-
-/// A launch's point estimate of `m` in one cell.
-fn point(c: &CellStats, m: Metric) -> Option<f64> {
-    let e: Option<Estimate> = match m {
-        Metric::TtftP90 => c.ttft_ms.p90,
-        Metric::TpotP90 => c.tpot_ms.p90,
-        Metric::StepP50 => c.step.as_ref().and_then(|s| s.step_duration_us.p50),
-        Metric::CallbackP50 => c.step.as_ref().and_then(|s| s.connector_total_us.p50),
-    };
-    e.map(|e| e.est)
-}
-
-/// Number of launches of a cell with data for `f`.
-pub fn launches_with(cs: &CellSamples, f: impl Fn(&super::samples::LaunchSamples) -> bool) -> u32 {
-    cs.launches.iter().filter(|l| f(l)).count() as u32
 }
 
 pub const METHOD: &str = "launch-level random effect: per metric, the pooled within-(config, cell) variance of \

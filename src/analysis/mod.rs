@@ -196,20 +196,8 @@ fn noise_warnings(noise: &launch_noise::LaunchNoiseSummary, aa: &[model::AaTax])
         ));
     }
     for a in aa.iter().filter(|a| a.unstable) {
-        let show = |t: &Option<model::TaxValue>| {
-            t.as_ref().map_or("n/a".into(), |t| {
-                let e = &t.value;
-                match (e.lo, e.hi) {
-                    (Some(lo), Some(hi)) => format!(
-                        "{:+.1}% [{:+.1}%, {:+.1}%]",
-                        e.est * 100.0,
-                        lo * 100.0,
-                        hi * 100.0
-                    ),
-                    _ => format!("{:+.1}%", e.est * 100.0),
-                }
-            })
-        };
+        let show =
+            |t: &Option<model::TaxValue>| t.as_ref().map_or("n/a".into(), |t| t.value.pct_ci());
         out.push(format!(
             "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable",
             a.config,

@@ -20,6 +20,15 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// `+12.3% [+8.1%, +16.0%]` (a fraction as percent with its CI), for warnings.
+    pub fn pct_ci(&self) -> String {
+        let p = |x: f64| format!("{:+.1}%", x * 100.0);
+        match (self.lo, self.hi) {
+            (Some(lo), Some(hi)) => format!("{} [{}, {}]", p(self.est), p(lo), p(hi)),
+            _ => p(self.est),
+        }
+    }
+
     /// True when the CI lies entirely above `t`.
     pub fn above(&self, t: f64) -> bool {
         self.lo.is_some_and(|lo| lo > t)

@@ -38,6 +38,17 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// The cell's point estimate of this statistic.
+    pub fn point(self, c: &CellStats) -> Option<f64> {
+        match self {
+            Metric::TtftP90 => c.ttft_ms.p90,
+            Metric::TpotP90 => c.tpot_ms.p90,
+            Metric::StepP50 => c.step.as_ref().and_then(|s| s.step_duration_us.p50),
+            Metric::CallbackP50 => c.step.as_ref().and_then(|s| s.connector_total_us.p50),
+        }
+        .map(|e| e.est)
+    }
+
     pub(crate) fn spec(self) -> (&'static str, f64, Getter) {
         match self {
             Metric::TtftP90 => ("ttft_ms", 0.9, |l| &l.ttft_ms),
@@ -114,13 +125,7 @@ impl<'a> TaxEngine<'a> {
         let cs = self.samples.get(&key)?;
         let st = self.stats.get(&key)?;
         let (name, _, f) = m.spec();
-        let est = match m {
-            Metric::TtftP90 => st.ttft_ms.p90,
-            Metric::TpotP90 => st.tpot_ms.p90,
-            Metric::StepP50 => st.step.as_ref().and_then(|s| s.step_duration_us.p50),
-            Metric::CallbackP50 => st.step.as_ref().and_then(|s| s.connector_total_us.p50),
-        }?
-        .est;
+        let est = m.point(st)?;
         let groups = cs.groups(f);
         let reps = self.replicates(m, est, &rep_key(cs, None, name), &groups)?;
         Some((est, reps))
@@ -211,41 +216,54 @@ impl<'a> TaxEngine<'a> {
             .collect()
     }
 
-    /// Every tax the seed asks for: at ref_safe and ref_load (Phase A) and per Phase B / B'
-    /// shape, for every non-plain config that has the cell (plain must have it too).
-    pub fn all(&self, refs: &ReferenceRates) -> Vec<Tax> {
+    /// Configs with data, in canonical order (plain included or not).
+    fn configs(&self, with_plain: bool) -> Vec<&str> {
         let mut configs: Vec<&str> = self
             .stats
             .keys()
             .map(|k| k.config.as_str())
-            .filter(|c| *c != BASELINE)
+            .filter(|c| with_plain || *c != BASELINE)
             .collect();
         configs.sort_by_key(|c| config_order(c));
         configs.dedup();
+        configs
+    }
+
+    /// The cells a tax of `config` is reported in: Phase A at ref_safe and ref_load (a cell
+    /// twice when the two rates are equal) and every Phase B / B' shape.
+    fn tax_cells(&self, config: &str, refs: &ReferenceRates) -> Vec<(TaxContext, Phase, String)> {
         let mut out = Vec::new();
-        for config in configs {
-            for (ctx, rate) in [
-                (TaxContext::RefSafe, refs.ref_safe),
-                (TaxContext::RefLoad, refs.ref_load),
-            ] {
-                let Some(rate) = rate else { continue };
-                for cell in self.phase_a_cells_at(config, rate) {
-                    out.extend(self.tax(config, ctx, Phase::A, &cell));
-                }
+        for (ctx, rate) in [
+            (TaxContext::RefSafe, refs.ref_safe),
+            (TaxContext::RefLoad, refs.ref_load),
+        ] {
+            let Some(rate) = rate else { continue };
+            for cell in self.phase_a_cells_at(config, rate) {
+                out.push((ctx, Phase::A, cell));
             }
-            for (ctx, phase) in [
-                (TaxContext::ShapeB, Phase::B),
-                (TaxContext::ShapeBp, Phase::Bp),
-            ] {
-                let cells: Vec<String> = self
-                    .stats
-                    .keys()
-                    .filter(|k| k.config == config && k.phase == phase)
-                    .map(|k| k.cell.clone())
-                    .collect();
-                for cell in cells {
-                    out.extend(self.tax(config, ctx, phase, &cell));
-                }
+        }
+        for (ctx, phase) in [
+            (TaxContext::ShapeB, Phase::B),
+            (TaxContext::ShapeBp, Phase::Bp),
+        ] {
+            for k in self
+                .stats
+                .keys()
+                .filter(|k| k.config == config && k.phase == phase)
+            {
+                out.push((ctx, phase, k.cell.clone()));
+            }
+        }
+        out
+    }
+
+    /// Every tax the seed asks for: at ref_safe and ref_load (Phase A) and per Phase B / B'
+    /// shape, for every non-plain config that has the cell (plain must have it too).
+    pub fn all(&self, refs: &ReferenceRates) -> Vec<Tax> {
+        let mut out = Vec::new();
+        for config in self.configs(false) {
+            for (ctx, phase, cell) in self.tax_cells(config, refs) {
+                out.extend(self.tax(config, ctx, phase, &cell));
             }
         }
         out
@@ -345,34 +363,12 @@ impl TaxEngine<'_> {
         refs: &ReferenceRates,
         leave_out: &BTreeMap<String, NoiseModel>,
     ) -> Vec<AaTax> {
-        let mut configs: Vec<&str> = self.stats.keys().map(|k| k.config.as_str()).collect();
-        configs.sort_by_key(|c| config_order(c));
-        configs.dedup();
         let mut out = Vec::new();
-        for config in configs {
+        for config in self.configs(true) {
             let mut seen = std::collections::BTreeSet::new();
-            for (ctx, rate) in [
-                (TaxContext::RefSafe, refs.ref_safe),
-                (TaxContext::RefLoad, refs.ref_load),
-            ] {
-                let Some(rate) = rate else { continue };
-                for cell in self.phase_a_cells_at(config, rate) {
-                    if seen.insert(cell.clone()) {
-                        out.extend(self.aa(config, ctx, Phase::A, &cell, leave_out.get(config)));
-                    }
-                }
-            }
-            for (ctx, phase) in [
-                (TaxContext::ShapeB, Phase::B),
-                (TaxContext::ShapeBp, Phase::Bp),
-            ] {
-                let cells: Vec<String> = self
-                    .stats
-                    .keys()
-                    .filter(|k| k.config == config && k.phase == phase)
-                    .map(|k| k.cell.clone())
-                    .collect();
-                for cell in cells {
+            for (ctx, phase, cell) in self.tax_cells(config, refs) {
+                // ref_safe = ref_load gives the same Phase A cell twice: one A/A is enough.
+                if seen.insert((phase, cell.clone())) {
                     out.extend(self.aa(config, ctx, phase, &cell, leave_out.get(config)));
                 }
             }
