@@ -5,7 +5,7 @@
 //! and shape (default order A-B-B-A: A = ctax-collect, fixed-rate arrivals; B = vllm bench with
 //! `--burstiness 1000`), so a linear drift of the server cancels between instruments. This
 //! module reads what it left behind — `p<k>_ctax/requests_*.jsonl[.zst]` and
-//! `p<k>_bench.json` (`--save-detailed`) — and puts TTFT and TPOT p50/p90 side by side, per
+//! `p<k>_bench.json[.zst]` (`--save-detailed`) — and puts TTFT and TPOT p50/p90 side by side, per
 //! position and pooled per instrument, with 95% percentile-bootstrap CIs and the bench/ctax ratio.
 //!
 //! Definitions are each tool's own, which are the same by construction: TTFT = first token −
@@ -62,10 +62,17 @@ struct CheckParams {
 }
 
 /// The parts of vllm bench's `--save-detailed` result this check reads (seconds).
+/// vLLM 0.3x saves `latencies`; vLLM 0.26 does not, and then a request's latency is its TTFT
+/// plus the sum of its `itls` — vllm bench's own bookkeeping (`latency = most_recent_timestamp
+/// - st`, where every chunk after the first appends `timestamp - most_recent_timestamp` to
+/// `itl`), so both give the same TPOT.
 #[derive(Debug, Clone, Deserialize)]
 struct BenchDetailed {
     ttfts: Vec<f64>,
-    latencies: Vec<f64>,
+    #[serde(default)]
+    latencies: Option<Vec<f64>>,
+    #[serde(default)]
+    itls: Option<Vec<Vec<f64>>>,
     output_lens: Vec<u64>,
     start_times: Vec<f64>,
     errors: Vec<Option<String>>,
@@ -138,18 +145,43 @@ fn ctax_position(run_dir: &Path, position: u32) -> anyhow::Result<Position> {
 }
 
 fn bench_position(path: &Path, position: u32, warmup_s: f64) -> anyhow::Result<Position> {
-    let b: BenchDetailed = serde_json::from_slice(
-        &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
-    )
-    .with_context(|| {
+    // An archived check keeps vllm bench's result as `p<k>_bench.json.zst`.
+    let zst = path.with_extension("json.zst");
+    let bytes = if !path.exists() && zst.exists() {
+        zstd::decode_all(
+            std::fs::File::open(&zst).with_context(|| format!("reading {}", zst.display()))?,
+        )
+        .with_context(|| format!("decoding {}", zst.display()))?
+    } else {
+        std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+    };
+    let b: BenchDetailed = serde_json::from_slice(&bytes).with_context(|| {
         format!(
             "parsing {} (vllm bench --save-detailed result)",
             path.display()
         )
     })?;
     let n = b.ttfts.len();
+    // Per request: E2E latency (s), from `latencies` or, without it, TTFT + Σ ITL.
+    let latencies: Vec<f64> = match (&b.latencies, &b.itls) {
+        (Some(l), _) => l.clone(),
+        (None, Some(itls)) => itls
+            .iter()
+            .zip(&b.ttfts)
+            .map(|(itl, t)| t + itl.iter().sum::<f64>())
+            .collect(),
+        (None, None) => bail!(
+            "{}: neither `latencies` nor `itls` present: cannot compute TPOT",
+            path.display()
+        ),
+    };
+    let latency_field = if b.latencies.is_some() {
+        "latencies"
+    } else {
+        "itls"
+    };
     for (field, len) in [
-        ("latencies", b.latencies.len()),
+        (latency_field, latencies.len()),
         ("output_lens", b.output_lens.len()),
         ("start_times", b.start_times.len()),
         ("errors", b.errors.len()),
@@ -171,7 +203,7 @@ fn bench_position(path: &Path, position: u32, warmup_s: f64) -> anyhow::Result<P
         failed: 0,
     };
     // vllm bench lists requests in dispatch order; keep it (send order, as for ctax).
-    for i in 0..n {
+    for (i, latency) in latencies.iter().enumerate() {
         let failed = b.errors[i].as_deref().is_some_and(|e| !e.is_empty()) || b.ttfts[i] <= 0.0;
         if b.start_times[i] - t0 < warmup_s {
             pos.warmup += 1;
@@ -180,7 +212,7 @@ fn bench_position(path: &Path, position: u32, warmup_s: f64) -> anyhow::Result<P
         } else {
             pos.ttft_ms.push(b.ttfts[i] * 1e3);
             pos.tpot_ms
-                .push((b.latencies[i] - b.ttfts[i]) / (b.output_lens[i] - 1) as f64 * 1e3);
+                .push((latency - b.ttfts[i]) / (b.output_lens[i] - 1) as f64 * 1e3);
         }
     }
     Ok(pos)
@@ -420,6 +452,41 @@ mod tests {
         assert_eq!(pos.ttft_ms, vec![300.0]);
         // (2.8 − 0.3) / (26 − 1) s = 0.1 s = 100 ms
         assert!((pos.tpot_ms[0] - 100.0).abs() < 1e-9);
+    }
+
+    /// vLLM 0.26 saves no `latencies`: E2E = TTFT + Σ ITL (vllm bench's own bookkeeping).
+    #[test]
+    fn bench_detailed_without_latencies_uses_itls() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("p2_bench.json");
+        std::fs::write(
+            &p,
+            r#"{"ttfts":[0.1,0.2],"output_lens":[3,5],"start_times":[0.0,1.0],"errors":["",""],
+                "itls":[[0.02,0.04],[0.01,0.01,0.01,0.05]]}"#,
+        )
+        .unwrap();
+        let pos = bench_position(&p, 2, 0.0).unwrap();
+        assert_eq!((pos.warmup, pos.failed), (0, 0));
+        // Hand calculation: (0.02 + 0.04) / (3 − 1) s = 30 ms; (0.08) / (5 − 1) s = 20 ms.
+        assert!((pos.tpot_ms[0] - 30.0).abs() < 1e-9, "{:?}", pos.tpot_ms);
+        assert!((pos.tpot_ms[1] - 20.0).abs() < 1e-9, "{:?}", pos.tpot_ms);
+        // The same file archived as `.json.zst` reads the same.
+        let z = d.path().join("p2_bench.json.zst");
+        std::fs::write(
+            &z,
+            zstd::encode_all(&std::fs::read(&p).unwrap()[..], 3).unwrap(),
+        )
+        .unwrap();
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(bench_position(&p, 2, 0.0).unwrap().tpot_ms, pos.tpot_ms);
+        std::fs::remove_file(&z).unwrap();
+        std::fs::write(
+            &p,
+            r#"{"ttfts":[0.1],"output_lens":[3],"start_times":[0.0],"errors":[null]}"#,
+        )
+        .unwrap();
+        let e = format!("{:#}", bench_position(&p, 2, 0.0).unwrap_err());
+        assert!(e.contains("neither `latencies` nor `itls`"), "{e}");
     }
 
     #[test]

@@ -429,6 +429,34 @@ fn an_empty_or_blank_requests_file_makes_the_cell_incomplete_never_a_reference()
     }
 }
 
+/// Truth: mooncake_both's server died in its first cell and every one of its Phase A files is
+/// empty (as multi_mooncake_lmcache on the H200, 2026-12-01). It has nothing to compare at any
+/// rate, so it cannot hold ref_safe down: ref_safe is plain's own (4 req/s, as with both configs
+/// whole), mooncake_both is left out of the reference rates with a note, and its tax verdicts are
+/// not testable. Before: ref_safe undefined, and every verdict with it.
+#[test]
+fn a_config_without_one_complete_cell_is_left_out_of_the_reference_rates() {
+    let d = archive();
+    let whole = analyse(d.path()).a.summary.reference_rates.ref_safe;
+    assert_eq!(whole, Some(4.0), "both configs whole");
+    for rate in ["1", "2", "4"] {
+        std::fs::write(requests(d.path(), "mooncake_both", rate), "").unwrap();
+    }
+    let o = analyse(d.path());
+    let rr = &o.a.summary.reference_rates;
+    assert_eq!((rr.ref_safe, rr.ref_load), (Some(4.0), Some(4.0)));
+    assert_eq!(rr.configs_considered, vec!["plain".to_owned()]);
+    assert!(!rr.saturation_rate.contains_key("mooncake_both"));
+    assert!(
+        rr.notes.iter().any(|n| n
+            == "mooncake_both: no complete Phase A cell; left out of the reference rates (nothing to compare)"),
+        "{:?}",
+        rr.notes
+    );
+    let h1 = o.v.hypotheses.iter().find(|h| h.id == "h1").unwrap();
+    assert_eq!(h1.verdict, VerdictKind::NotTestable, "{h1:?}");
+}
+
 /// Truth: plain's 4 req/s file exists only as a `.jsonl.zst` cut short (a copy interrupted):
 /// at half its bytes (before the end of its first zstd block: no line decodes) and at 90% (the
 /// first block's lines decode). Whatever it holds is read, with a warning naming the file, and
@@ -471,7 +499,8 @@ fn a_zstd_stream_cut_short_makes_the_cell_incomplete() {
 
 /// Truth: the collector was killed during plain's 4 req/s cell (no entry for it in
 /// summary.json), and mooncake_both's collector never wrote summary.json at all. Neither is
-/// taken as complete; no reference rate comes from them.
+/// taken as complete; no reference rate comes from them (mooncake_both, with no complete cell
+/// at all, is left out of the reference rates: they are plain's alone).
 #[test]
 fn no_collector_summary_makes_cells_incomplete() {
     let d = archive();
@@ -513,8 +542,8 @@ fn no_collector_summary_makes_cells_incomplete() {
         );
     }
     let rr = &o.a.summary.reference_rates;
-    assert_eq!(rr.ref_safe, None, "no complete cell of mooncake_both");
-    assert_eq!(rr.ref_load, Some(2.0));
+    assert_eq!(rr.configs_considered, vec!["plain".to_owned()]);
+    assert_eq!((rr.ref_safe, rr.ref_load), (Some(2.0), Some(2.0)));
 }
 
 /// Truth: plain's 4 req/s cell also exists as `requests_A_r4.0_…` (the same records, spelled

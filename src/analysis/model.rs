@@ -367,6 +367,31 @@ pub struct DatasetInfo {
     pub engine: BTreeMap<String, crate::ingest::engine_log::EngineFacts>,
 }
 
+/// Whether `config` has at least one complete pooled Phase A cell (else it has nothing to
+/// compare: its server died in the first cell, say).
+pub fn has_complete_phase_a(cells: &[CellStats], config: &str) -> bool {
+    cells.iter().any(|c| {
+        c.launch.is_none() && c.key.phase == Phase::A && c.key.config == config && c.complete
+    })
+}
+
+impl DatasetInfo {
+    /// `run dir: exception` for each launch of `config` whose engine died (from its log).
+    pub fn engine_deaths(&self, config: &str) -> Vec<String> {
+        self.engine
+            .iter()
+            .filter(|(dir, _)| {
+                self.run_configs
+                    .get(*dir)
+                    .and_then(|v| v.get("config"))
+                    .and_then(|c| c.as_str())
+                    == Some(config)
+            })
+            .filter_map(|(dir, f)| f.fatal_error.as_ref().map(|e| format!("{dir}: {e}")))
+            .collect()
+    }
+}
+
 /// `analysis/summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AnalysisSummary {

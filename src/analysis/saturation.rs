@@ -95,8 +95,26 @@ pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
             shapes.len()
         ));
     }
-    let mut configs: Vec<String> = measured.keys().cloned().collect();
+    // A config none of whose Phase A cells is complete (its server died in the first cell, say)
+    // has nothing to compare at any rate: it cannot hold ref_safe down for the others. It is
+    // left out of the reference rates, loudly; its verdicts are "not testable" for lack of data.
+    let mut configs: Vec<String> = measured
+        .iter()
+        .filter(|(_, m)| m.iter().any(|(.., complete)| *complete))
+        .map(|(c, _)| c.clone())
+        .collect();
+    let no_data: Vec<String> = measured
+        .keys()
+        .filter(|c| !configs.contains(c))
+        .cloned()
+        .collect();
     configs.sort_by_key(|c| config_order(c));
+    for c in &no_data {
+        notes.push(format!(
+            "{c}: no complete Phase A cell; left out of the reference rates (nothing to compare)"
+        ));
+        saturation_rate.remove(c);
+    }
 
     // A candidate: measured by the config, and every cell at that rate complete and unsaturated.
     let unsaturated_everywhere = |config: &str, r: f64| {

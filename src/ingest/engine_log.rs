@@ -15,8 +15,14 @@
 //! | compiled extensions missing | `… compiled extension not found …` (LMCache's `cuda_ops`) |
 //! | JIT compiles while serving | `Triton kernel JIT compilation during inference: <kernel>` (cold-start spikes) |
 //! | warnings | every `WARNING` line, grouped by source location, with a count |
+//! | engine died | the exception line after `EngineCore encountered a fatal error.` / `EngineCore failed to start.` (vllm/v1/engine/core.py) |
+//! | log flood | the source location that wrote the most lines (any level), when ≥ [`LOG_FLOOD_LINES`]: writing them costs the engine's own process time (LMCache 0.5.6 logs `Auto-selected backend [cuda]` ~1 M times in one launch) |
+//!
+//! The logs are read line by line (plain, or `.log.zst` as `ctax archive` leaves a large one),
+//! never whole into memory: one LMCache launch wrote 210 MB.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +49,28 @@ pub struct EngineFacts {
     /// WARNING lines grouped by source location (`file.py:line`, or the message head when the
     /// line has none): count and the first message (control characters removed, ≤ 240 chars).
     pub warnings: BTreeMap<String, WarningGroup>,
+    /// The exception that killed the engine (`NotImplementedError: …`), if it died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fatal_error: Option<String>,
+    /// Lines in the two logs.
+    #[serde(default)]
+    pub log_lines: u64,
+    /// The source location that wrote the most lines, when it wrote ≥ [`LOG_FLOOD_LINES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_flood: Option<LogSource>,
+}
+
+/// A launch whose single source location wrote this many lines is flagged: at that volume the
+/// logging itself is work the engine does while serving.
+pub const LOG_FLOOD_LINES: u64 = 100_000;
+
+/// One source location of a log and how many lines it wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogSource {
+    pub location: String,
+    pub count: u64,
+    /// Its first message (control characters removed, ≤ 240 chars).
+    pub first: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +83,9 @@ impl EngineFacts {
     /// One line for a table: what differs from a plain engine.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
+        if let Some(e) = &self.fatal_error {
+            parts.push(format!("ENGINE DIED: {e}"));
+        }
         if let Some(l) = &self.kv_cache_layout {
             parts.push(format!("KV layout {l}"));
         }
@@ -70,6 +101,14 @@ impl EngineFacts {
                 self.jit_during_inference.len()
             ));
         }
+        if let Some(f) = &self.log_flood {
+            parts.push(format!(
+                "log flood: {} lines from {} ({})",
+                f.count,
+                f.location,
+                head(&f.first)
+            ));
+        }
         if parts.is_empty() {
             "no engine change logged".into()
         } else {
@@ -78,55 +117,94 @@ impl EngineFacts {
     }
 }
 
-/// Reads the two log files of a run directory (either may be missing).
+/// Reads the two log files of a run directory, each plain or `.zst` (either may be missing),
+/// line by line.
 pub fn read_run(dir: &Path) -> Option<EngineFacts> {
-    let mut text = String::new();
+    let mut p = Parser::default();
     let mut any = false;
     for name in ["vllm_stdout.log", "vllm_stderr.log"] {
-        if let Ok(bytes) = std::fs::read(dir.join(name)) {
-            any = true;
-            text.push_str(&String::from_utf8_lossy(&bytes));
-            text.push('\n');
+        let plain = dir.join(name);
+        let reader: Box<dyn std::io::Read> = if let Ok(f) = std::fs::File::open(&plain) {
+            Box::new(f)
+        } else if let Ok(f) = std::fs::File::open(dir.join(format!("{name}.zst"))) {
+            match zstd::stream::read::Decoder::new(f) {
+                Ok(d) => Box::new(d),
+                Err(_) => continue,
+            }
+        } else {
+            continue;
+        };
+        any = true;
+        let mut r = std::io::BufReader::with_capacity(1 << 16, reader);
+        let mut buf = Vec::new();
+        // A damaged archive ends the file where it breaks; the lines before it still count.
+        while let Ok(n) = r.read_until(b'\n', &mut buf) {
+            if n == 0 {
+                break;
+            }
+            p.line(&String::from_utf8_lossy(&buf));
+            buf.clear();
         }
     }
-    any.then(|| parse(&text))
+    any.then(|| p.finish())
 }
 
 /// Parses server log text.
 pub fn parse(text: &str) -> EngineFacts {
-    let mut f = EngineFacts::default();
+    let mut p = Parser::default();
     for raw in text.lines() {
-        let line = clean(raw);
+        p.line(raw);
+    }
+    p.finish()
+}
+
+/// The line-by-line state of one launch's logs.
+#[derive(Default)]
+struct Parser {
+    f: EngineFacts,
+    /// `EngineCore encountered a fatal error` seen; the next exception line is the cause.
+    after_fatal: bool,
+    /// Lines per source location: (count, first message).
+    by_source: HashMap<String, (u64, String)>,
+}
+
+impl Parser {
+    fn line(&mut self, raw: &str) {
+        let line = clean(raw.trim_end_matches(['\n', '\r']));
+        if line.trim().is_empty() {
+            return;
+        }
+        self.f.log_lines += 1;
         let msg = message(&line);
         // vllm/distributed/kv_transfer/kv_connector/v1/{mooncake,nixl}: "<X>Connector setting KV
         // cache layout to HND for better xfer performance." (0.26).
         if let Some(i) = msg.find(" setting KV cache layout to ") {
             let rest = &msg[i + " setting KV cache layout to ".len()..];
-            f.kv_cache_layout = Some(first_word(rest));
-            f.kv_cache_layout_source = Some(msg.to_owned());
+            self.f.kv_cache_layout = Some(first_word(rest));
+            self.f.kv_cache_layout_source = Some(msg.to_owned());
         } else if msg.contains("Connectors do not specify a kv cache layout, defaulting to NHD") {
             // vllm/distributed/kv_transfer/kv_connector/utils.py (0.26), logged once.
-            if f.kv_cache_layout.is_none() {
-                f.kv_cache_layout = Some("NHD".into());
-                f.kv_cache_layout_source = Some(msg.to_owned());
+            if self.f.kv_cache_layout.is_none() {
+                self.f.kv_cache_layout = Some("NHD".into());
+                self.f.kv_cache_layout_source = Some(msg.to_owned());
             }
         } else if let Some(rest) = msg.strip_prefix("Using ")
             && let Some(layout) = rest.strip_suffix(" KV cache layout.")
         {
             // vllm/v1/attention/backends/utils.py (0.3x): the layout actually chosen.
-            f.kv_cache_layout = Some(layout.to_owned());
-            f.kv_cache_layout_source = Some(msg.to_owned());
+            self.f.kv_cache_layout = Some(layout.to_owned());
+            self.f.kv_cache_layout_source = Some(msg.to_owned());
         }
         // vllm/config/vllm.py: "Turning off hybrid kv cache manager because `--kv-transfer-config`
         // selects a KV connector that does not support it. …"
         if msg.starts_with("Turning off hybrid kv cache manager") {
-            f.hybrid_kv_cache_manager_off = true;
+            self.f.hybrid_kv_cache_manager_off = true;
         }
         // vllm/distributed/kv_transfer/kv_connector/factory.py
         if let Some(rest) = msg.strip_prefix("Creating v1 connector with name: ") {
             let name = first_word(rest);
-            if !f.connectors.contains(&name) {
-                f.connectors.push(name);
+            if !self.f.connectors.contains(&name) {
+                self.f.connectors.push(name);
             }
         }
         // LMCache 0.5.6 device_ops.py:129: "lmcache.cuda_ops compiled extension not found;
@@ -137,24 +215,79 @@ pub fn parse(text: &str) -> EngineFacts {
                 .next()
                 .unwrap_or("")
                 .to_owned();
-            if !name.is_empty() && !f.missing_extensions.contains(&name) {
-                f.missing_extensions.push(name);
+            if !name.is_empty() && !self.f.missing_extensions.contains(&name) {
+                self.f.missing_extensions.push(name);
             }
         }
         // vllm jit_monitor.py: "Triton kernel JIT compilation during inference: fused_moe_kernel. …"
         if let Some(rest) = msg.strip_prefix("Triton kernel JIT compilation during inference: ") {
-            f.jit_during_inference
+            self.f
+                .jit_during_inference
                 .push(rest.split('.').next().unwrap_or(rest).trim().to_owned());
         }
+        // vllm/v1/engine/core.py: "EngineCore encountered a fatal error." / "EngineCore failed
+        // to start." followed by the traceback; its last line names the exception.
+        if msg.starts_with("EngineCore encountered a fatal error")
+            || msg.starts_with("EngineCore failed to start")
+        {
+            self.after_fatal = true;
+        } else if self.after_fatal && self.f.fatal_error.is_none() && is_exception(msg) {
+            self.f.fatal_error = Some(msg.chars().take(240).collect());
+        }
+        if let Some(loc) = source(&line) {
+            match self.by_source.get_mut(loc) {
+                Some(e) => e.0 += 1,
+                None => {
+                    self.by_source
+                        .insert(loc.to_owned(), (1, msg.chars().take(240).collect()));
+                }
+            }
+        }
         if let Some((loc, text)) = warning(&line) {
-            let g = f.warnings.entry(loc).or_default();
+            let g = self.f.warnings.entry(loc).or_default();
             g.count += 1;
             if g.first.is_empty() {
                 g.first = text.chars().take(240).collect();
             }
         }
     }
-    f
+
+    fn finish(mut self) -> EngineFacts {
+        self.f.log_flood = self
+            .by_source
+            .into_iter()
+            .filter(|(_, (n, _))| *n >= LOG_FLOOD_LINES)
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then_with(|| b.0.cmp(&a.0)))
+            .map(|(location, (count, first))| LogSource {
+                location,
+                count,
+                first,
+            });
+        self.f
+    }
+}
+
+/// A Python exception line: `NotImplementedError: …`, `torch.OutOfMemoryError: …`,
+/// `KeyboardInterrupt`.
+fn is_exception(msg: &str) -> bool {
+    let name = msg.split(": ").next().unwrap_or(msg).trim();
+    !name.is_empty()
+        && !name.contains(' ')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && ["Error", "Exception", "Exit", "Interrupt"]
+            .iter()
+            .any(|s| name.ends_with(s))
+}
+
+/// The source location of a line: vLLM's `[file.py:N]`, or LMCache's trailing
+/// `(file.py:N:module)`.
+fn source(line: &str) -> Option<&str> {
+    vllm_prefix(line)
+        .or_else(|| lmcache_prefix(line))
+        .map(|(_, loc, _)| loc)
+        .filter(|loc| !loc.is_empty())
 }
 
 /// Control characters (ANSI colour codes included) removed; a log is evidence, not markup.
@@ -182,9 +315,26 @@ fn clean(raw: &str) -> String {
 /// The message part of a vLLM log line (`(Proc pid=N) LEVEL MM-DD HH:MM:SS [file.py:N] msg`),
 /// or the whole line when it has no such prefix.
 fn message(line: &str) -> &str {
-    match vllm_prefix(line) {
+    match vllm_prefix(line).or_else(|| lmcache_prefix(line)) {
         Some((_, _, msg)) => msg,
         None => line.trim(),
+    }
+}
+
+/// (level, `file.py:N:module`, message) of an LMCache-format line
+/// (`[time] LMCache LEVEL: msg (file.py:N:module)`, after colour codes are removed).
+fn lmcache_prefix(line: &str) -> Option<(&str, &str, &str)> {
+    let i = line.find("] LMCache ")? + "] LMCache ".len();
+    let (level, rest) = line[i..].split_once(": ")?;
+    if !matches!(level, "DEBUG" | "INFO" | "WARNING" | "ERROR" | "CRITICAL") {
+        return None;
+    }
+    let rest = rest.trim_end();
+    match rest.rfind(" (") {
+        Some(j) if rest.ends_with(')') && rest[j..].contains(".py:") => {
+            Some((level, &rest[j + 2..rest.len() - 1], rest[..j].trim()))
+        }
+        _ => Some((level, "", rest.trim())),
     }
 }
 
@@ -313,6 +463,61 @@ mod tests {
             s.contains("KV layout HND") && s.contains("hybrid KV-cache manager off"),
             "{s}"
         );
+    }
+
+    /// The engine's death (real lines of multi_mooncake_lmcache l0 on the H200, 2026-12-01:
+    /// Mooncake's HND layout meets LMCache's torch fallback) and a log flood (LMCache's
+    /// per-call INFO line, ~967 k times in lmcache_only l0), read from a `.zst` log.
+    #[test]
+    fn engine_death_and_log_flood_from_a_compressed_log() {
+        let death = "\
+(EngineCore pid=3451) ERROR 12-01 00:28:02 [core.py:1332] EngineCore encountered a fatal error.\r
+(EngineCore pid=3451) ERROR 12-01 00:28:02 [core.py:1332] Traceback (most recent call last):\r
+(EngineCore pid=3451) ERROR 12-01 00:28:02 [core.py:1332]     raise NotImplementedError(\r
+(EngineCore pid=3451) ERROR 12-01 00:28:02 [core.py:1332] NotImplementedError: HND layouts are not supported in the non-CUDA fallback. head_size parameter is required but not implemented in this path.
+(APIServer pid=3179) ERROR 12-01 00:28:02 [async_llm.py:704] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.
+";
+        let flood_line = "(EngineCore pid=3473) \u{1b}[32;20m[2026-12-01 00:28:08,930] LMCache INFO:\u{1b}[0m Auto-selected backend [cuda] for accelerator 'cuda' from candidate backends [cuda, rocm]. \u{1b}[3m(__init__.py:77:lmcache.v1.platform)\u{1b}[0m\n";
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("vllm_stdout.log"), death).unwrap();
+        let n = LOG_FLOOD_LINES as usize + 5;
+        let flood = flood_line.repeat(n);
+        std::fs::write(
+            d.path().join("vllm_stderr.log.zst"),
+            zstd::encode_all(flood.as_bytes(), 3).unwrap(),
+        )
+        .unwrap();
+        let f = read_run(d.path()).unwrap();
+        assert_eq!(
+            f.fatal_error.as_deref(),
+            Some(
+                "NotImplementedError: HND layouts are not supported in the non-CUDA fallback. head_size parameter is required but not implemented in this path."
+            )
+        );
+        assert_eq!(f.log_lines, 5 + n as u64);
+        let fl = f.log_flood.as_ref().unwrap();
+        assert_eq!(fl.location, "__init__.py:77:lmcache.v1.platform");
+        assert_eq!(fl.count, n as u64);
+        assert!(
+            fl.first.starts_with("Auto-selected backend [cuda]"),
+            "{}",
+            fl.first
+        );
+        let s = f.summary();
+        assert!(
+            s.starts_with("ENGINE DIED: NotImplementedError: HND layouts"),
+            "{s}"
+        );
+        assert!(
+            s.contains(&format!("log flood: {n} lines from __init__.py:77")),
+            "{s}"
+        );
+        // Below the threshold: no flood; no fatal marker: an exception line is not a death.
+        let g = parse(&format!(
+            "{}NotImplementedError: not after a fatal marker\n",
+            flood_line.repeat(10)
+        ));
+        assert_eq!((g.log_flood, g.fatal_error), (None, None));
     }
 
     /// A plain launch logs no layout and no connector; colour codes and control characters in

@@ -327,7 +327,9 @@ pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
         .unwrap_or_default();
     let mut artifacts = BTreeMap::new();
     for f in RUN_FILES {
-        artifacts.insert(f.to_owned(), path.join(f).exists());
+        // `ctax archive` compresses a large server log to `X.log.zst`: still present.
+        let present = path.join(f).exists() || path.join(format!("{f}.zst")).exists();
+        artifacts.insert(f.to_owned(), present);
     }
 
     // The collector's record and the placement of each cell, by typed cell key.

@@ -191,9 +191,17 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
         .collect();
     let step_timing = ctx.info.step_timing_available;
     for run in &ds.runs {
+        // A launch whose engine died wrote no more files: say so next to what is missing.
+        let died = ctx
+            .info
+            .engine
+            .get(&run.dir_name)
+            .and_then(|f| f.fatal_error.as_ref())
+            .map(|e| format!(" (engine died: {e})"))
+            .unwrap_or_default();
         for (f, present) in &run.artifacts {
             if !present {
-                missing.push(format!("{}/{f}", run.dir_name));
+                missing.push(format!("{}/{f}{died}", run.dir_name));
             }
         }
         for ((phase, cell), rc) in &run.cells {
@@ -205,7 +213,7 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
             for (kind, present) in need {
                 if !present && (kind != FileKind::EngineStep || step_timing) {
                     missing.push(format!(
-                        "{}/{}",
+                        "{}/{}{died}",
                         run.dir_name,
                         file_name(kind, *phase, cell)
                     ));

@@ -134,14 +134,26 @@ impl Ctx<'_> {
         })
     }
 
-    /// `Ok` when `config` has data, else the reason it has none (pre-flight SKIP or not run).
+    /// `Ok` when `config` has data, else the reason it has none (pre-flight SKIP, not run, or
+    /// no complete Phase A cell — with the exception its engine died of, when its log says).
     pub fn has_data(&self, config: &str) -> Result<(), String> {
-        if self.info.configs.iter().any(|c| c == config) {
+        if !self.info.configs.iter().any(|c| c == config) {
+            return Err(match self.info.skipped.get(config) {
+                Some(r) => format!("{config}: {r}"),
+                None => format!("{config}: no data"),
+            });
+        }
+        if crate::analysis::model::has_complete_phase_a(self.cells, config) {
             return Ok(());
         }
-        Err(match self.info.skipped.get(config) {
-            Some(r) => format!("{config}: {r}"),
-            None => format!("{config}: no data"),
+        let deaths = self.info.engine_deaths(config);
+        Err(if deaths.is_empty() {
+            format!("{config}: no complete Phase A cell")
+        } else {
+            format!(
+                "{config}: no complete Phase A cell; engine died ({})",
+                deaths.join("; ")
+            )
         })
     }
 }

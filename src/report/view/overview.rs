@@ -48,6 +48,24 @@ pub(super) fn degradation(
             out.push(format!("Figure {}: {n}", f.number));
         }
     }
+    let d = &r.summary.dataset;
+    for c in &d.configs {
+        if !crate::analysis::model::has_complete_phase_a(&r.summary.cells, c) {
+            let deaths = d.engine_deaths(c);
+            let why = if deaths.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; its engine died: {}",
+                    deaths.join("; ").trim_end_matches('.')
+                )
+            };
+            out.push(format!(
+                "{c} ran but has no complete Phase A cell{why}. It has no tax and is left out of \
+                 the reference rates; the verdicts that need it are not testable."
+            ));
+        }
+    }
     if !skipped.is_empty() {
         out.push(format!(
             "{} of the seed's configs did not run and appear in no figure or table: {}.",
