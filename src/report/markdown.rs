@@ -30,7 +30,7 @@ struct Page<'a> {
 }
 
 /// Renders `report.md`.
-pub struct MarkdownExporter;
+pub(crate) struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
     fn file_name(&self) -> &'static str {
