@@ -53,7 +53,7 @@ pub struct WarningGroup {
 
 impl EngineFacts {
     /// One line for a table: what differs from a plain engine.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut parts = Vec::new();
         if let Some(l) = &self.kv_cache_layout {
             parts.push(format!("KV layout {l}"));
@@ -79,7 +79,7 @@ impl EngineFacts {
 }
 
 /// Reads the two log files of a run directory (either may be missing).
-pub fn read_run(dir: &Path) -> Option<EngineFacts> {
+pub(crate) fn read_run(dir: &Path) -> Option<EngineFacts> {
     let mut text = String::new();
     let mut any = false;
     for name in ["vllm_stdout.log", "vllm_stderr.log"] {
@@ -93,7 +93,7 @@ pub fn read_run(dir: &Path) -> Option<EngineFacts> {
 }
 
 /// Parses server log text.
-pub fn parse(text: &str) -> EngineFacts {
+fn parse(text: &str) -> EngineFacts {
     let mut f = EngineFacts::default();
     for raw in text.lines() {
         let line = clean(raw);
