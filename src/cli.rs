@@ -11,9 +11,9 @@ use crate::stats::{BootstrapConfig, Method};
 
 /// Fewest bootstrap resamples `--resamples` accepts: below this the 2.5% / 97.5% percentiles
 /// of the replicates rest on a handful of values.
-pub const MIN_RESAMPLES: u64 = 200;
+const MIN_RESAMPLES: u64 = 200;
 /// Most bootstrap resamples `--resamples` accepts (memory: one f64 per resample per statistic).
-pub const MAX_RESAMPLES: u64 = 1_000_000;
+const MAX_RESAMPLES: u64 = 1_000_000;
 
 #[derive(Debug, Parser)]
 #[command(

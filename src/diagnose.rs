@@ -49,7 +49,7 @@ pub struct SeriesDiagnostics {
 }
 
 /// Sample autocorrelation at `lag` (numpy-style: Σ e_t e_{t+k} / Σ e_t²).
-pub fn acf(x: &[f64], lag: usize) -> Option<f64> {
+fn acf(x: &[f64], lag: usize) -> Option<f64> {
     if x.len() <= lag + 1 {
         return None;
     }

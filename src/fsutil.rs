@@ -21,7 +21,7 @@ pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> std::io
 
 /// Atomic write through a writer callback (for encoders that stream into a file, e.g. Parquet).
 /// The temp file is removed if `fill` fails.
-pub fn write_atomic_with<E>(
+pub(crate) fn write_atomic_with<E>(
     path: &Path,
     fill: impl FnOnce(&mut File) -> Result<(), E>,
 ) -> Result<(), E>

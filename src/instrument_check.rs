@@ -34,7 +34,7 @@ pub enum Instrument {
 }
 
 impl Instrument {
-    pub fn label(self) -> &'static str {
+    fn label(self) -> &'static str {
         match self {
             Instrument::Ctax => "ctax-collect",
             Instrument::VllmBench => "vllm bench serve",

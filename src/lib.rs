@@ -18,6 +18,11 @@
 //! - [`orchestrate`] — `ctax run`: pre-flight, Phase A, reference rates, Phase B, pipeline.
 //! - [`cli`] — the `ctax` command line.
 
+// `pub` = used by `ctax` (src/main.rs), tests/, benches/ or named in such an item's signature or
+// pub fields; everything else is `pub(crate)` or private (DESIGN.md §1). The lint (an error under
+// clippy `-D warnings`) flags a `pub` item that no path from the crate root reaches.
+#![warn(unreachable_pub)]
+
 pub mod analysis;
 pub mod cli;
 pub mod diagnose;

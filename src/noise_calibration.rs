@@ -41,14 +41,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn rate(&self) -> f64 {
+    fn rate(&self) -> f64 {
         f64::from(self.detected) / f64::from(self.seeds.max(1))
     }
 }
 
 /// The synthetic design of one seed: plain and `mooncake_both` (TTFT × (1 + tax)), three Phase A
 /// rates well below capacity, 150 measured requests per cell, lognormal σ = 0.25 per request.
-pub fn spec(s: &Setting, seed: u64) -> SynthSpec {
+fn spec(s: &Setting, seed: u64) -> SynthSpec {
     SynthSpec {
         configs: vec![
             SynthConfig::new("plain", 1.0, 1.0),
@@ -69,12 +69,7 @@ pub fn spec(s: &Setting, seed: u64) -> SynthSpec {
 
 /// Runs one seed of a setting under `tmp` and returns the ref_safe TTFT tax's detection and
 /// whether its CI covers the truth.
-pub fn one(
-    s: &Setting,
-    seed: u64,
-    resamples: usize,
-    tmp: &Path,
-) -> anyhow::Result<(Detection, bool)> {
+fn one(s: &Setting, seed: u64, resamples: usize, tmp: &Path) -> anyhow::Result<(Detection, bool)> {
     let root = tmp.join(format!(
         "t{}_sd{}_l{}_r{}_s{seed}",
         s.true_tax, s.launch_sd, s.launches, s.ar_rho

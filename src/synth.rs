@@ -128,7 +128,7 @@ fn normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
 
 /// Refuses a `root` that exists and is not an empty directory: simulated launches must never
 /// land beside real ones (or overwrite their `preflight_status.json`).
-pub fn check_new_root(root: &Path) -> anyhow::Result<()> {
+fn check_new_root(root: &Path) -> anyhow::Result<()> {
     match std::fs::symlink_metadata(root) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(anyhow::anyhow!("{}: {e}", root.display())),

@@ -10,7 +10,11 @@
 #        --skip-stage 4, --shard 1/2, --port-offset 1000)
 #   bash tools/gpu_run.sh wait SECONDS OUT       (sleeps until the sweep ends or SECONDS pass; log tail)
 #   bash tools/gpu_run.sh stop OUT               (SIGINT to the sweep: every slot's server stopped, data kept)
-#   bash tools/gpu_run.sh fetch OUT DEST         (compresses raw JSONL, tars OUT into DEST, <16 MiB parts)
+#   bash tools/gpu_run.sh fetch OUT DEST         (compresses raw JSONL and large server logs, copies
+#        the sweep's log to OUT/ctax_run_<UTC stamp>.log, tars OUT into DEST, <16 MiB parts)
+# A later stretch resumes an archived root: copy it from results/ (it travels with the checkout)
+# to OUT first and pass its own profile.toml (`start OUT/profile.toml OUT ...`); complete
+# launches are skipped, `--launches N` / `--configs` choose what is added.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}; shift || true
@@ -57,7 +61,8 @@ case "$cmd" in
   fetch)
     out=${1:?results root}; dest=${2:?destination dir}
     "$REPO/target/release/ctax" archive "$out"
-    cp "$out.log" "$out/ctax_run.log" 2>/dev/null || true
+    # One log per stretch, never overwritten: a resumed root keeps every earlier stretch's log.
+    cp "$out.log" "$out/ctax_run_$(date -u +%Y%m%d-%H%M%S).log" 2>/dev/null || true
     tar czf "$dest/results.tgz" -C "$(dirname "$out")" "$(basename "$out")"
     size=$(stat -c %s "$dest/results.tgz")
     if (( size > 15 * 1024 * 1024 )); then

@@ -21,7 +21,7 @@ use crate::ingest::Run;
 /// The calibration rows of the calibration launches among `runs` and a warning for each
 /// detectable difference.
 /// `saturated` says whether plain is saturated in a cell (its rows are kept, never warned about).
-pub fn compare(
+pub(crate) fn compare(
     rep: &Replicator,
     runs: &[Run],
     saturated: impl Fn(&CellSamples) -> bool,

@@ -12,10 +12,10 @@ use super::replicates::Replicator;
 use super::samples::{CellSamples, LaunchSamples};
 use crate::stats::{mean, quantile};
 
-pub const QS: [f64; 3] = [0.5, 0.9, 0.99];
+const QS: [f64; 3] = [0.5, 0.9, 0.99];
 
 /// Replicate key of a metric in a cell; `launch = None` for the pooled cell.
-pub fn rep_key(cs: &CellSamples, launch: Option<u32>, metric: &str) -> String {
+pub(crate) fn rep_key(cs: &CellSamples, launch: Option<u32>, metric: &str) -> String {
     let l = launch.map_or("all".to_owned(), |l| format!("l{l}"));
     format!(
         "{}|{}|{}|{}|{}",
@@ -25,7 +25,7 @@ pub fn rep_key(cs: &CellSamples, launch: Option<u32>, metric: &str) -> String {
 
 /// Quantiles of `groups` (one per launch): point estimates (numpy `linear`) and bootstrap CIs
 /// of the same pooled values.
-pub fn quantiles(rep: &Replicator, key: &str, groups: &[&[f64]]) -> Quantiles {
+fn quantiles(rep: &Replicator, key: &str, groups: &[&[f64]]) -> Quantiles {
     let pooled: Vec<f64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
     if pooled.is_empty() {
         return Quantiles::default();
@@ -55,7 +55,7 @@ pub fn quantiles(rep: &Replicator, key: &str, groups: &[&[f64]]) -> Quantiles {
 }
 
 /// Statistics of one cell: pooled over `launches` (several launches → hierarchical CIs).
-pub fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellStats {
+fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellStats {
     let launches: Vec<&LaunchSamples> = cs
         .launches
         .iter()
@@ -181,7 +181,7 @@ pub fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> Ce
 }
 
 /// Pooled and per-launch statistics of every cell (in parallel over cells).
-pub fn all_cell_stats(
+pub(crate) fn all_cell_stats(
     rep: &Replicator,
     samples: &[&CellSamples],
 ) -> (Vec<CellStats>, Vec<CellStats>) {

@@ -4,7 +4,7 @@ use super::model::Conventions;
 use super::saturation::{THROUGHPUT_RATIO_MIN, TTFT_GROWTH_MAX, WAITING_P50_MAX};
 use crate::stats::{BootstrapConfig, Method};
 
-pub fn conventions(b: &BootstrapConfig) -> Conventions {
+pub(crate) fn conventions(b: &BootstrapConfig) -> Conventions {
     let method = match b.method {
         Method::Iid => {
             "iid resampling of requests (sampled exactly via the order-statistic/Beta identity)"

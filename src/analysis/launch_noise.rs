@@ -28,7 +28,7 @@ use super::taxes::Metric;
 use crate::stats::launch_noise::{PooledVariance, pooled_variance, replicates, variance_draws};
 
 /// The metrics a tax is computed on, with the name the summary uses.
-pub const METRICS: [(Metric, &str); 4] = [
+const METRICS: [(Metric, &str); 4] = [
     (Metric::TtftP90, "ttft_p90"),
     (Metric::TpotP90, "tpot_p90"),
     (Metric::StepP50, "step_p50"),
@@ -36,7 +36,7 @@ pub const METRICS: [(Metric, &str); 4] = [
 ];
 
 /// The reason a verdict cannot detect anything without launch noise.
-pub const UNKNOWN_REASON: &str = "launch-to-launch variance unknown (one launch per config)";
+pub(crate) const UNKNOWN_REASON: &str = "launch-to-launch variance unknown (one launch per config)";
 
 /// What the summary reports about launch noise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -59,7 +59,7 @@ impl LaunchNoiseSummary {
 
 /// The model the tax engine draws replicates from.
 #[derive(Debug, Clone, Default)]
-pub struct NoiseModel {
+pub(crate) struct NoiseModel {
     draws: BTreeMap<&'static str, Vec<f64>>,
     seed: u64,
 }
@@ -67,7 +67,7 @@ pub struct NoiseModel {
 impl NoiseModel {
     /// Estimates the pooled variances from the per-launch cell statistics. `pooled` must carry
     /// the saturation flags (so saturated cells, whose spread is the queue's, are left out).
-    pub fn estimate(
+    pub(crate) fn estimate(
         pooled: &[CellStats],
         per_launch: &[CellStats],
         resamples: usize,
@@ -77,7 +77,7 @@ impl NoiseModel {
     }
 
     /// [`Self::estimate`] leaving out every cell of `exclude`.
-    pub fn estimate_without(
+    fn estimate_without(
         pooled: &[CellStats],
         per_launch: &[CellStats],
         exclude: Option<&str>,
@@ -148,14 +148,14 @@ impl NoiseModel {
     }
 
     /// Whether the launch noise of `m` is known.
-    pub fn known(&self, m: Metric) -> bool {
+    pub(crate) fn known(&self, m: Metric) -> bool {
         self.draws.contains_key(name(m))
     }
 
     /// Replicates of a statistic with estimate `est` pooled over `k` launches, given its
     /// request-level replicates (`key` seeds its own normal draws). `None` when the launch noise
     /// of `m` is unknown (use the request-level replicates, and say so).
-    pub fn widen(
+    pub(crate) fn widen(
         &self,
         m: Metric,
         est: f64,
@@ -187,7 +187,7 @@ impl NoiseModel {
 
 /// Per config, the noise model estimated from every OTHER config's cells (for the config's A/A
 /// tax); absent where the others give no TTFT launch noise.
-pub fn leave_one_config_out(
+pub(crate) fn leave_one_config_out(
     pooled: &[CellStats],
     per_launch: &[CellStats],
     resamples: usize,
@@ -206,7 +206,7 @@ pub fn leave_one_config_out(
 }
 
 /// How a tax's detection reads when its metric has no launch noise.
-pub fn detection_without_noise(d: Detection) -> Detection {
+pub(crate) fn detection_without_noise(d: Detection) -> Detection {
     match d {
         Detection::Tax | Detection::Negative | Detection::Inconclusive => Detection::NoLaunchNoise,
         Detection::Unknown | Detection::NoLaunchNoise => d,
@@ -221,7 +221,7 @@ fn name(m: Metric) -> &'static str {
         .expect("every metric is listed")
 }
 
-pub const METHOD: &str = "launch-level random effect: per metric, the pooled within-(config, cell) variance of \
+pub(crate) const METHOD: &str = "launch-level random effect: per metric, the pooled within-(config, cell) variance of \
      log per-launch estimates over every unsaturated cell with >= 2 launches (one-way ANOVA, df = sum of \
      launches - 1), applied to every config; a statistic pooled over k launches gets replicates \
      est * exp(sqrt(max(s2_b / k, v_req)) * z), s2_b = s2 * df / chi2_df drawn once per replicate and \

@@ -11,14 +11,14 @@
 //! | which conventions do the numbers follow? | [`conventions`] |
 //! | what do the output files contain? | [`model`] |
 
-pub mod calibration;
-pub mod cells;
-pub mod conventions;
-pub mod launch_noise;
+mod calibration;
+mod cells;
+mod conventions;
+pub(crate) mod launch_noise;
 pub mod model;
-pub mod replicates;
-pub mod samples;
-pub mod saturation;
+mod replicates;
+pub(crate) mod samples;
+pub(crate) mod saturation;
 pub mod taxes;
 
 use std::collections::BTreeMap;
@@ -46,7 +46,7 @@ pub struct AnalyzeOptions {
 /// What the analysis hands on: the result as data, plus the per-cell samples and the bootstrap
 /// replicates a derived quantity (a ratio or gap of taxes) must be resampled from, so that
 /// every consumer pairs replicates the same way.
-pub struct Analysis {
+pub(crate) struct Analysis {
     pub result: AnalysisResult,
     samples: BTreeMap<CellKey, CellSamples>,
     rep: Replicator,
@@ -56,7 +56,7 @@ pub struct Analysis {
 impl Analysis {
     /// Taxes (and their replicates) of any cell pair of this analysis; replicates already
     /// computed for `summary.taxes` are reused, not redrawn.
-    pub fn taxes(&self) -> TaxEngine<'_> {
+    pub(crate) fn taxes(&self) -> TaxEngine<'_> {
         TaxEngine::new(
             &self.rep,
             &self.samples,
@@ -94,7 +94,7 @@ impl CellTable {
 /// The reference rates alone (`ctax run` stage 2): per-cell point estimates and the saturation
 /// criteria, no bootstrap, no taxes. The full analysis computes the same rates from the same
 /// estimates.
-pub fn reference_rates(ds: &Dataset) -> anyhow::Result<ReferenceRates> {
+pub(crate) fn reference_rates(ds: &Dataset) -> anyhow::Result<ReferenceRates> {
     let opts = AnalyzeOptions {
         bootstrap: BootstrapConfig {
             resamples: 0,
@@ -107,7 +107,7 @@ pub fn reference_rates(ds: &Dataset) -> anyhow::Result<ReferenceRates> {
 }
 
 /// Runs the whole analysis on a loaded dataset.
-pub fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> {
+pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> {
     let mut warnings = ds.warnings.clone();
     let CellTable {
         samples,

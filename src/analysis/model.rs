@@ -21,7 +21,7 @@ pub struct Estimate {
 
 impl Estimate {
     /// `+12.3% [+8.1%, +16.0%]` (a fraction as percent with its CI), for warnings.
-    pub fn pct_ci(&self) -> String {
+    pub(crate) fn pct_ci(&self) -> String {
         let p = |x: f64| format!("{:+.1}%", x * 100.0);
         match (self.lo, self.hi) {
             (Some(lo), Some(hi)) => format!("{} [{}, {}]", p(self.est), p(lo), p(hi)),
@@ -30,11 +30,11 @@ impl Estimate {
     }
 
     /// True when the CI lies entirely above `t`.
-    pub fn above(&self, t: f64) -> bool {
+    pub(crate) fn above(&self, t: f64) -> bool {
         self.lo.is_some_and(|lo| lo > t)
     }
     /// True when the CI lies entirely below `t`.
-    pub fn below(&self, t: f64) -> bool {
+    pub(crate) fn below(&self, t: f64) -> bool {
         self.hi.is_some_and(|hi| hi < t)
     }
     /// True when the estimate lies inside its CI (ends included), or there is no CI.
@@ -441,7 +441,7 @@ pub struct AnalysisResult {
 }
 
 /// The eight configs of the seed, in the order every table and legend uses.
-pub const CANONICAL_CONFIGS: [&str; 8] = [
+pub(crate) const CANONICAL_CONFIGS: [&str; 8] = [
     "plain",
     "noop_connector",
     "mooncake_producer",
@@ -453,7 +453,7 @@ pub const CANONICAL_CONFIGS: [&str; 8] = [
 ];
 
 /// Sort position of a config name: canonical order first, then others alphabetically.
-pub fn config_order(name: &str) -> (usize, String) {
+pub(crate) fn config_order(name: &str) -> (usize, String) {
     let i = CANONICAL_CONFIGS
         .iter()
         .position(|c| *c == name)

@@ -11,7 +11,7 @@ use crate::stats::{BootstrapConfig, Method, percentile_interval, quantiles_repli
 /// Statistics resampled iid even when the block bootstrap is selected: pooled ITL gaps
 /// (hundreds of thousands per cell, and no verdict uses them) and engine-step timings (tens of
 /// thousands per cell). The block option applies to the request-level TTFT/TPOT/E2E.
-pub const IID_ONLY_SUFFIXES: [&str; 7] = [
+const IID_ONLY_SUFFIXES: [&str; 7] = [
     "|itl_ms",
     "|step_duration_us",
     "|schedule_us",
@@ -23,15 +23,15 @@ pub const IID_ONLY_SUFFIXES: [&str; 7] = [
 
 use super::model::Estimate;
 
-pub type Reps = Arc<Vec<f64>>;
+pub(crate) type Reps = Arc<Vec<f64>>;
 
-pub struct Replicator {
+pub(crate) struct Replicator {
     pub cfg: BootstrapConfig,
     cache: Mutex<HashMap<String, Reps>>,
 }
 
 impl Replicator {
-    pub fn new(cfg: BootstrapConfig) -> Self {
+    pub(crate) fn new(cfg: BootstrapConfig) -> Self {
         Replicator {
             cfg,
             cache: Mutex::new(HashMap::new()),
@@ -40,7 +40,7 @@ impl Replicator {
 
     /// Replicates of several quantiles of the pooled groups under `key`, with the configured
     /// method. Metrics whose key ends in [`IID_ONLY_SUFFIXES`] always use iid resampling.
-    pub fn quantiles(&self, key: &str, groups: &[&[f64]], qs: &[f64]) -> Option<Vec<Reps>> {
+    pub(crate) fn quantiles(&self, key: &str, groups: &[&[f64]], qs: &[f64]) -> Option<Vec<Reps>> {
         let keys: Vec<String> = qs.iter().map(|q| format!("{key}@{q}")).collect();
         {
             let cache = self.cache.lock().expect("replicate cache poisoned");
@@ -67,12 +67,12 @@ impl Replicator {
         Some(reps)
     }
 
-    pub fn quantile(&self, key: &str, groups: &[&[f64]], q: f64) -> Option<Reps> {
+    pub(crate) fn quantile(&self, key: &str, groups: &[&[f64]], q: f64) -> Option<Reps> {
         self.quantiles(key, groups, &[q]).map(|mut v| v.remove(0))
     }
 
     /// `est` with the percentile interval of `reps`.
-    pub fn estimate(&self, est: f64, reps: &[f64]) -> Estimate {
+    pub(crate) fn estimate(&self, est: f64, reps: &[f64]) -> Estimate {
         let ci = percentile_interval(reps, self.cfg.confidence);
         Estimate {
             est,
@@ -83,11 +83,16 @@ impl Replicator {
 }
 
 /// Element-wise combination of replicate vectors of equal length.
-pub fn combine2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
+pub(crate) fn combine2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
     a.iter().zip(b).map(|(x, y)| f(*x, *y)).collect()
 }
 
-pub fn combine3(a: &[f64], b: &[f64], c: &[f64], f: impl Fn(f64, f64, f64) -> f64) -> Vec<f64> {
+pub(crate) fn combine3(
+    a: &[f64],
+    b: &[f64],
+    c: &[f64],
+    f: impl Fn(f64, f64, f64) -> f64,
+) -> Vec<f64> {
     a.iter()
         .zip(b)
         .zip(c)

@@ -12,7 +12,7 @@ use super::model::{CellKey, Counts};
 use crate::ingest::{Dataset, RunCell};
 
 /// A request counts in the statistics when it ended ok and was not sent during warm-up.
-pub fn is_measured(r: &RequestRecord) -> bool {
+pub(crate) fn is_measured(r: &RequestRecord) -> bool {
     r.status == Status::Ok && !r.warmup
 }
 
@@ -20,23 +20,23 @@ pub fn is_measured(r: &RequestRecord) -> bool {
 /// measured requests: from the end of warm-up to one inter-arrival gap after the last scheduled
 /// send, so n sends at rate r give a window of exactly n/r seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Window {
+pub(crate) struct Window {
     pub start_ns: u64,
     pub end_ns: u64,
 }
 
 impl Window {
-    pub fn seconds(&self) -> f64 {
+    pub(crate) fn seconds(&self) -> f64 {
         self.end_ns.saturating_sub(self.start_ns) as f64 / 1e9
     }
-    pub fn contains(&self, t: u64) -> bool {
+    fn contains(&self, t: u64) -> bool {
         t >= self.start_ns && t < self.end_ns
     }
 }
 
 /// One launch's samples of one cell.
 #[derive(Debug, Clone, Default)]
-pub struct LaunchSamples {
+pub(crate) struct LaunchSamples {
     pub launch: u32,
     pub run_dir: String,
     pub counts: Counts,
@@ -71,7 +71,6 @@ pub struct LaunchSamples {
     /// `vllm:num_requests_waiting` / `_running` totals per scrape inside the window.
     pub waiting: Vec<f64>,
     pub running: Vec<f64>,
-    pub has_metrics: bool,
     /// Engine steps inside the window (µs); `connector_total_us` only where observed.
     pub step_duration_us: Vec<f64>,
     pub schedule_us: Vec<f64>,
@@ -79,7 +78,6 @@ pub struct LaunchSamples {
     pub get_finished_us: Vec<f64>,
     pub start_load_kv_us: Vec<f64>,
     pub connector_total_us: Vec<f64>,
-    pub has_steps: bool,
     pub health: Option<CellHealth>,
     /// Step durations are only meaningful with a step log.
     pub n_steps: u64,
@@ -89,7 +87,7 @@ pub struct LaunchSamples {
 
 /// All launches of one cell.
 #[derive(Debug, Clone)]
-pub struct CellSamples {
+pub(crate) struct CellSamples {
     pub key: CellKey,
     pub shape: Cell,
     pub launches: Vec<LaunchSamples>,
@@ -97,7 +95,7 @@ pub struct CellSamples {
 
 impl CellSamples {
     /// Per-launch slices of one metric, for the bootstrap.
-    pub fn groups(&self, f: impl Fn(&LaunchSamples) -> &Vec<f64>) -> Vec<&[f64]> {
+    pub(crate) fn groups(&self, f: impl Fn(&LaunchSamples) -> &Vec<f64>) -> Vec<&[f64]> {
         self.launches
             .iter()
             .map(|l| f(l).as_slice())
@@ -108,13 +106,13 @@ impl CellSamples {
 
 /// Groups every run's cells by (config, phase, cell) and extracts the samples.
 /// `with_itl = false` skips the (large) pooled inter-token gaps.
-pub fn extract(ds: &Dataset, with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
+pub(crate) fn extract(ds: &Dataset, with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
     let all: Vec<&crate::ingest::Run> = ds.runs.iter().collect();
     extract_runs(&all, with_itl)
 }
 
 /// [`extract`] over any runs (e.g. the dataset's calibration launches).
-pub fn extract_runs(
+pub(crate) fn extract_runs(
     runs: &[&crate::ingest::Run],
     with_itl: bool,
 ) -> BTreeMap<CellKey, CellSamples> {
@@ -170,8 +168,6 @@ fn launch_samples(
         run_dir: run_dir.to_owned(),
         health: rc.health.clone(),
         placement: rc.placement.clone(),
-        has_metrics: rc.has_metrics,
-        has_steps: rc.has_steps,
         data_incomplete: rc.account.incomplete.clone(),
         ..Default::default()
     };

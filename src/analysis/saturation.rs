@@ -23,13 +23,13 @@ use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION, fmt_rate};
 
 use super::model::{CellStats, Criterion, Saturation, config_order};
 
-pub const THROUGHPUT_RATIO_MIN: f64 = 0.95;
-pub const WAITING_P50_MAX: f64 = 1.0;
-pub const TTFT_GROWTH_MAX: f64 = 1.5;
+pub(crate) const THROUGHPUT_RATIO_MIN: f64 = 0.95;
+pub(crate) const WAITING_P50_MAX: f64 = 1.0;
+pub(crate) const TTFT_GROWTH_MAX: f64 = 1.5;
 
 /// Evaluates the criteria on the pooled Phase A cells (in place) and returns the reference
 /// rates. Cells of other phases are left untouched.
-pub fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
+pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
     // Phase A ladders per (config, shape).
     let mut ladders: BTreeMap<(String, u32, u32), Vec<usize>> = BTreeMap::new();
     for (i, c) in cells.iter().enumerate() {
@@ -301,19 +301,4 @@ fn not_evaluated(c: &CellStats) -> Saturation {
         any: false,
         saturated: false,
     }
-}
-
-/// Names of the criteria that fired, for tables and logs.
-pub fn fired_names(s: &Saturation) -> Vec<&'static str> {
-    let mut v = Vec::new();
-    if s.throughput.fired {
-        v.push("throughput");
-    }
-    if s.queue.fired {
-        v.push("queue");
-    }
-    if s.ttft_growth.fired {
-        v.push("ttft_growth");
-    }
-    v
 }

@@ -23,14 +23,14 @@ use super::model::{
 use super::replicates::{Replicator, Reps, combine2, combine3};
 use super::samples::{CellSamples, LaunchSamples};
 
-pub const BASELINE: &str = "plain";
+const BASELINE: &str = "plain";
 
 /// Picks one metric's samples out of a launch.
 type Getter = fn(&LaunchSamples) -> &Vec<f64>;
 
 /// Which latency statistic a tax is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
+pub(crate) enum Metric {
     TtftP90,
     TpotP90,
     StepP50,
@@ -39,7 +39,7 @@ pub enum Metric {
 
 impl Metric {
     /// The cell's point estimate of this statistic.
-    pub fn point(self, c: &CellStats) -> Option<f64> {
+    pub(crate) fn point(self, c: &CellStats) -> Option<f64> {
         match self {
             Metric::TtftP90 => c.ttft_ms.p90,
             Metric::TpotP90 => c.tpot_ms.p90,
@@ -49,7 +49,7 @@ impl Metric {
         .map(|e| e.est)
     }
 
-    pub(crate) fn spec(self) -> (&'static str, f64, Getter) {
+    fn spec(self) -> (&'static str, f64, Getter) {
         match self {
             Metric::TtftP90 => ("ttft_ms", 0.9, |l| &l.ttft_ms),
             Metric::TpotP90 => ("tpot_ms", 0.9, |l| &l.tpot_ms),
@@ -60,7 +60,7 @@ impl Metric {
 }
 
 /// Everything needed to compute taxes and their replicates.
-pub struct TaxEngine<'a> {
+pub(crate) struct TaxEngine<'a> {
     pub rep: &'a Replicator,
     pub samples: &'a BTreeMap<CellKey, CellSamples>,
     pub stats: BTreeMap<CellKey, &'a CellStats>,
@@ -69,7 +69,7 @@ pub struct TaxEngine<'a> {
 }
 
 impl<'a> TaxEngine<'a> {
-    pub fn new(
+    pub(crate) fn new(
         rep: &'a Replicator,
         samples: &'a BTreeMap<CellKey, CellSamples>,
         pooled: &'a [CellStats],
@@ -90,7 +90,7 @@ impl<'a> TaxEngine<'a> {
 
     /// Replicates of the linear `q`-quantile of `groups` (launches) carrying the launch noise of
     /// `m` (request-level alone when it is unknown).
-    pub fn replicates(&self, m: Metric, est: f64, key: &str, groups: &[&[f64]]) -> Option<Reps> {
+    fn replicates(&self, m: Metric, est: f64, key: &str, groups: &[&[f64]]) -> Option<Reps> {
         let (_, q, _) = m.spec();
         let request = self.rep.quantile(key, groups, q)?;
         let k = groups.iter().filter(|g| !g.is_empty()).count() as u32;
@@ -116,7 +116,7 @@ impl<'a> TaxEngine<'a> {
     }
 
     /// Point estimate and replicates of one statistic of one (config, phase, cell).
-    pub fn stat(&self, config: &str, phase: Phase, cell: &str, m: Metric) -> Option<(f64, Reps)> {
+    fn stat(&self, config: &str, phase: Phase, cell: &str, m: Metric) -> Option<(f64, Reps)> {
         let key = CellKey {
             config: config.to_owned(),
             phase,
@@ -132,7 +132,7 @@ impl<'a> TaxEngine<'a> {
     }
 
     /// Relative tax `X/plain − 1` of a latency quantile: estimate and replicates.
-    pub fn relative(
+    pub(crate) fn relative(
         &self,
         config: &str,
         phase: Phase,
@@ -148,14 +148,14 @@ impl<'a> TaxEngine<'a> {
     }
 
     /// Absolute step tax `p50(X) − p50(plain)` (µs).
-    pub fn step_diff(&self, config: &str, phase: Phase, cell: &str) -> Option<(f64, Vec<f64>)> {
+    fn step_diff(&self, config: &str, phase: Phase, cell: &str) -> Option<(f64, Vec<f64>)> {
         let (x, xr) = self.stat(config, phase, cell, Metric::StepP50)?;
         let (p, pr) = self.stat(BASELINE, phase, cell, Metric::StepP50)?;
         Some((x - p, combine2(&xr, &pr, |a, b| a - b)))
     }
 
     /// A tax value from `ms`' replicates: its CI and whether the CI detects anything.
-    pub fn value(&self, est: f64, reps: &[f64], unit: &str, ms: &[Metric]) -> TaxValue {
+    fn value(&self, est: f64, reps: &[f64], unit: &str, ms: &[Metric]) -> TaxValue {
         let value = self.rep.estimate(est, reps);
         TaxValue {
             value,
@@ -165,7 +165,7 @@ impl<'a> TaxEngine<'a> {
     }
 
     /// All taxes of `config` in one cell.
-    pub fn tax(&self, config: &str, context: TaxContext, phase: Phase, cell: &str) -> Option<Tax> {
+    fn tax(&self, config: &str, context: TaxContext, phase: Phase, cell: &str) -> Option<Tax> {
         let key = CellKey {
             config: config.to_owned(),
             phase,
@@ -206,7 +206,7 @@ impl<'a> TaxEngine<'a> {
     }
 
     /// Phase A cells of `config` at `rate` (one per Phase A shape).
-    pub fn phase_a_cells_at(&self, config: &str, rate: f64) -> Vec<String> {
+    fn phase_a_cells_at(&self, config: &str, rate: f64) -> Vec<String> {
         self.stats
             .iter()
             .filter(|(k, s)| {
@@ -259,7 +259,7 @@ impl<'a> TaxEngine<'a> {
 
     /// Every tax the seed asks for: at ref_safe and ref_load (Phase A) and per Phase B / B'
     /// shape, for every non-plain config that has the cell (plain must have it too).
-    pub fn all(&self, refs: &ReferenceRates) -> Vec<Tax> {
+    pub(crate) fn all(&self, refs: &ReferenceRates) -> Vec<Tax> {
         let mut out = Vec::new();
         for config in self.configs(false) {
             for (ctx, phase, cell) in self.tax_cells(config, refs) {
@@ -278,7 +278,7 @@ impl TaxEngine<'_> {
     /// The launch noise is the one estimated without `config`'s own cells when the other
     /// configs give one (`leave_out`): a config whose launches disagree would otherwise inflate
     /// the very noise its A/A is judged against.
-    pub fn aa(
+    fn aa(
         &self,
         config: &str,
         context: TaxContext,
@@ -358,7 +358,7 @@ impl TaxEngine<'_> {
 
     /// A/A taxes of every config with ≥ 2 launches, in the cells taxes are reported at (Phase A
     /// at ref_safe and ref_load, every Phase B / B' shape).
-    pub fn aa_all(
+    pub(crate) fn aa_all(
         &self,
         refs: &ReferenceRates,
         leave_out: &BTreeMap<String, NoiseModel>,
@@ -392,17 +392,17 @@ pub fn detection(e: &Estimate) -> Detection {
 }
 
 /// `a − b` of two (estimate, replicates) pairs.
-pub fn diff(a: &(f64, Vec<f64>), b: &(f64, Vec<f64>)) -> (f64, Vec<f64>) {
+pub(crate) fn diff(a: &(f64, Vec<f64>), b: &(f64, Vec<f64>)) -> (f64, Vec<f64>) {
     (a.0 - b.0, combine2(&a.1, &b.1, |x, y| x - y))
 }
 
 /// `a / b` of two (estimate, replicates) pairs.
-pub fn ratio(a: &(f64, Vec<f64>), b: &(f64, Vec<f64>)) -> (f64, Vec<f64>) {
+pub(crate) fn ratio(a: &(f64, Vec<f64>), b: &(f64, Vec<f64>)) -> (f64, Vec<f64>) {
     (a.0 / b.0, combine2(&a.1, &b.1, |x, y| x / y))
 }
 
 /// `f(a, b, c)` of three (estimate, replicates) pairs.
-pub fn map3(
+pub(crate) fn map3(
     a: &(f64, Vec<f64>),
     b: &(f64, Vec<f64>),
     c: &(f64, Vec<f64>),

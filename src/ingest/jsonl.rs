@@ -17,10 +17,7 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-pub use ctax_schema::jsonl::{
-    IngestError, LineError, Lines, MAX_LINE_BYTES, parse_line, parse_lines, parse_reader,
-    parse_reader_limited,
-};
+pub(crate) use ctax_schema::jsonl::{IngestError, Lines, MAX_LINE_BYTES, parse_reader_limited};
 
 /// What a non-regular file is, in words.
 fn kind_of(ft: std::fs::FileType) -> &'static str {
@@ -51,7 +48,7 @@ fn not_regular(ft: std::fs::FileType) -> std::io::Error {
 }
 
 /// Opens `path` read-only if it is (or links to) a regular file; never blocks on a FIFO.
-pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     // Cheap check first: sockets cannot be opened at all, and this names what the path is.
     let ft = std::fs::metadata(path)?.file_type();
     if !ft.is_file() {
@@ -72,7 +69,7 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 
 /// Reads a whole small file (`config.json`, `summary.json`, …) if it is a regular file of at
 /// most `limit` bytes.
-pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     let f = open_regular(path)?;
     let mut out = Vec::new();
     f.take(limit + 1).read_to_end(&mut out)?;
@@ -86,12 +83,12 @@ pub fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
 }
 
 /// Reads a raw JSONL file (plain or `.zst`), streaming, with the rules above.
-pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Lines<T>, IngestError> {
+pub(crate) fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Lines<T>, IngestError> {
     read_jsonl_limited(path, MAX_LINE_BYTES)
 }
 
 /// [`read_jsonl`] with a line-length limit other than [`MAX_LINE_BYTES`].
-pub fn read_jsonl_limited<T: DeserializeOwned>(
+fn read_jsonl_limited<T: DeserializeOwned>(
     path: &Path,
     max_line: usize,
 ) -> Result<Lines<T>, IngestError> {

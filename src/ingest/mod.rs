@@ -9,11 +9,11 @@
 //! Length: 497 lines of code; the rest of the file is its unit tests (kept next to the rules).
 
 pub mod accounting;
-pub mod engine_log;
-pub mod env;
+pub(crate) mod engine_log;
+pub(crate) mod env;
 pub mod frames;
-pub mod jsonl;
-pub mod names;
+pub(crate) mod jsonl;
+mod names;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,8 +27,8 @@ use rayon::prelude::*;
 use serde::de::DeserializeOwned;
 
 pub use accounting::{AccountRow, CellAccount};
-pub use jsonl::IngestError;
-pub use names::NotLoaded;
+pub(crate) use jsonl::IngestError;
+pub(crate) use names::NotLoaded;
 
 /// Raw data of one cell of one run (launch).
 #[derive(Debug, Default, Clone)]
@@ -68,12 +68,12 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn simulated(&self) -> bool {
+    pub(crate) fn simulated(&self) -> bool {
         self.run_config.as_ref().is_some_and(|c| c.simulated)
     }
 
     /// Where the (latest) launch in this directory ran; `None` before slots existed.
-    pub fn placement(&self) -> Option<&Placement> {
+    fn placement(&self) -> Option<&Placement> {
         self.run_config.as_ref().and_then(|c| c.placement.as_ref())
     }
 
@@ -83,7 +83,7 @@ impl Run {
     }
 
     /// The accounting row of each cell with a requests file.
-    pub fn account_rows(&self) -> impl Iterator<Item = AccountRow> + '_ {
+    fn account_rows(&self) -> impl Iterator<Item = AccountRow> + '_ {
         self.cells
             .iter()
             .filter(|(_, rc)| rc.has_requests)
@@ -122,7 +122,7 @@ pub struct Dataset {
 impl Dataset {
     /// A dataset of the given runs alone (no pre-flight, manifest or profile): e.g. one run
     /// directory's quick statistics after its launch.
-    pub fn of_runs(root: &Path, runs: Vec<Run>, warnings: Vec<String>) -> Dataset {
+    pub(crate) fn of_runs(root: &Path, runs: Vec<Run>, warnings: Vec<String>) -> Dataset {
         Dataset {
             root: root.to_path_buf(),
             accounting: runs.iter().flat_map(Run::account_rows).collect(),
@@ -138,7 +138,7 @@ impl Dataset {
 }
 
 /// The seed's per-run artifacts that are single files.
-pub const RUN_FILES: [&str; 6] = [
+const RUN_FILES: [&str; 6] = [
     "config.json",
     "launch.sh",
     "vllm_stdout.log",
@@ -299,7 +299,7 @@ fn read_stream<T: DeserializeOwned + PartialEq>(
 }
 
 /// Loads one run directory (with the warnings met).
-pub fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
+pub(crate) fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
     let dir_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -23,7 +23,7 @@ use super::jsonl::Lines;
 
 /// `<YYYYMMDD-HHMMSS>_<config>_l<k>`, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunDirName {
+pub(crate) struct RunDirName {
     pub stamp: String,
     pub config: String,
     pub launch: u32,
@@ -32,7 +32,7 @@ pub struct RunDirName {
 /// Parses a run directory name strictly: an 8-digit date, `-`, a 6-digit time, `_`, a config
 /// name (ASCII letters, digits, `_`, `-`, `.`), `_l`, a launch index without leading zeros.
 /// `None` for anything else (`… copy`, `….bak`, `2026-11-29_plain`).
-pub fn parse_run_dir_name(name: &str) -> Option<RunDirName> {
+pub(crate) fn parse_run_dir_name(name: &str) -> Option<RunDirName> {
     let (stamp, rest) = name.split_at_checked(15)?;
     let sb = stamp.as_bytes();
     let stamp_ok = sb[8] == b'-'
@@ -79,7 +79,7 @@ fn has_run_files(entries: &[String]) -> bool {
 
 /// The run directories of `root` (sorted by name) and the entries that look like runs but are
 /// not loaded. Only the root's listing itself failing is an error.
-pub fn run_dirs(root: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<NotLoaded>)> {
+pub(crate) fn run_dirs(root: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<NotLoaded>)> {
     let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(root)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
     let mut runs = Vec::new();
@@ -162,7 +162,7 @@ fn listing(dir: &Path) -> std::io::Result<Vec<String>> {
 }
 
 /// Why a run directory's `config.json` disagrees with its name, if it does.
-pub fn config_disagrees(dir_name: &str, rc: &RunConfig) -> Option<String> {
+pub(crate) fn config_disagrees(dir_name: &str, rc: &RunConfig) -> Option<String> {
     let n = parse_run_dir_name(dir_name)?;
     let mut diffs = Vec::new();
     if rc.config != n.config {
@@ -187,7 +187,7 @@ pub fn config_disagrees(dir_name: &str, rc: &RunConfig) -> Option<String> {
 
 /// One raw stream of a run directory: a file kind of one cell, and the file(s) that hold it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RawStream {
+pub(crate) struct RawStream {
     pub kind: FileKind,
     pub phase: Phase,
     pub cell: Cell,
@@ -198,14 +198,14 @@ pub struct RawStream {
 
 impl RawStream {
     /// The cell's canonical name (`r4_i8_o8`).
-    pub fn cell_name(&self) -> String {
+    pub(crate) fn cell_name(&self) -> String {
         self.cell.name()
     }
 }
 
 /// Groups the raw files of a run directory by (kind, phase, typed cell); pre-flight files are
 /// ignored. Warnings name each file whose cell is not spelled canonically.
-pub fn raw_streams(dir: &Path) -> std::io::Result<(Vec<RawStream>, Vec<String>)> {
+pub(crate) fn raw_streams(dir: &Path) -> std::io::Result<(Vec<RawStream>, Vec<String>)> {
     let mut by: BTreeMap<(u8, Phase, String), RawStream> = BTreeMap::new();
     let mut warnings = Vec::new();
     for e in std::fs::read_dir(dir)? {
@@ -254,7 +254,7 @@ fn file_name(p: &Path) -> String {
 /// [`RawStream::files`]): identical rows → the first is used; every other file's rows a
 /// prefix of the longest → the longest is used; otherwise an error naming the files. The
 /// warning says which file is used and why.
-pub fn choose<T: PartialEq>(
+pub(crate) fn choose<T: PartialEq>(
     mut parsed: Vec<(PathBuf, Lines<T>)>,
 ) -> anyhow::Result<(PathBuf, Lines<T>, Option<String>)> {
     anyhow::ensure!(!parsed.is_empty(), "no file to choose from");

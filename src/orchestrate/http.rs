@@ -6,7 +6,12 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 /// GET `path` from `host:port`; returns (status, body).
-pub fn get(host: &str, port: u16, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+pub(crate) fn get(
+    host: &str,
+    port: u16,
+    path: &str,
+    timeout: Duration,
+) -> std::io::Result<(u16, String)> {
     let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -38,7 +43,7 @@ pub fn get(host: &str, port: u16, path: &str, timeout: Duration) -> std::io::Res
 }
 
 /// True when nothing accepts connections on `host:port` and we can bind it.
-pub fn port_free(host: &str, port: u16) -> bool {
+pub(crate) fn port_free(host: &str, port: u16) -> bool {
     let listening = (host, port)
         .to_socket_addrs()
         .ok()

@@ -18,7 +18,7 @@ use super::slots::Slot;
 use super::{Ctx, Outcome, is_vllm, manifest, profile, signals, stages, steps};
 
 /// Runs `unit` (the cells of `cells` not already complete) on `slot`.
-pub fn run(
+pub(crate) fn run(
     ctx: &Ctx,
     slot: &Slot,
     unit: &Unit,

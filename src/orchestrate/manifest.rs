@@ -11,7 +11,7 @@ use crate::ingest::jsonl;
 
 /// A row for (stage, config, launch) started at `started_ms`: date, host and times set, the
 /// outcome fields empty for the caller to fill.
-pub fn row(stage: &str, config: &str, launch: u32, started_ms: u64) -> ManifestRow {
+pub(crate) fn row(stage: &str, config: &str, launch: u32, started_ms: u64) -> ManifestRow {
     ManifestRow {
         date_utc: utc(started_ms),
         stage: stage.into(),
@@ -40,7 +40,7 @@ pub fn row(stage: &str, config: &str, launch: u32, started_ms: u64) -> ManifestR
 static APPEND: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Appends `row` and regenerates MANIFEST.md.
-pub fn append(root: &Path, row: &ManifestRow) -> anyhow::Result<()> {
+pub(crate) fn append(root: &Path, row: &ManifestRow) -> anyhow::Result<()> {
     let _one = APPEND.lock().unwrap_or_else(|e| e.into_inner());
     let path = root.join("manifest.jsonl");
     let mut f = std::fs::OpenOptions::new()
@@ -54,7 +54,7 @@ pub fn append(root: &Path, row: &ManifestRow) -> anyhow::Result<()> {
     render(root)
 }
 
-pub fn read(root: &Path) -> anyhow::Result<Vec<ManifestRow>> {
+pub(crate) fn read(root: &Path) -> anyhow::Result<Vec<ManifestRow>> {
     let path = root.join("manifest.jsonl");
     if !path.exists() {
         return Ok(Vec::new());
@@ -67,7 +67,7 @@ fn cell(s: &str) -> String {
 }
 
 /// MANIFEST.md from manifest.jsonl.
-pub fn render(root: &Path) -> anyhow::Result<()> {
+pub(crate) fn render(root: &Path) -> anyhow::Result<()> {
     let rows = read(root)?;
     let mut md = String::from(
         "# MANIFEST\n\nOne row per pre-flight check and per server launch, in the order they happened \
@@ -113,7 +113,7 @@ pub fn render(root: &Path) -> anyhow::Result<()> {
 }
 
 /// `1 (GPU 1 GPU-…), CPUs 8-15, shard 1/2, calibration` for the MANIFEST.md slot column.
-pub fn slot_cell(p: &ctax_schema::Placement) -> String {
+fn slot_cell(p: &ctax_schema::Placement) -> String {
     let mut s = p.slot.to_string();
     match (&p.gpu_index, &p.gpu_uuid, &p.cuda_visible_devices) {
         (Some(i), Some(u), _) => s.push_str(&format!(" (GPU {i} {u})")),
@@ -134,19 +134,19 @@ pub fn slot_cell(p: &ctax_schema::Placement) -> String {
 
 /// UTC date-time `YYYY-MM-DD HH:MM:SS` of a unix time in ms (the report's formatter, without
 /// the zone suffix).
-pub fn utc(ms: u64) -> String {
+fn utc(ms: u64) -> String {
     crate::report::fmt::unix_ms(ms)
         .trim_end_matches(" UTC")
         .to_owned()
 }
 
 /// `YYYYMMDD-HHMMSS` for run directory names.
-pub fn stamp(ms: u64) -> String {
+pub(crate) fn stamp(ms: u64) -> String {
     utc(ms).replace(['-', ':'], "").replace(' ', "-")
 }
 
 /// Facts for a manifest row from a run's env.txt.
-pub fn env_facts(
+pub(crate) fn env_facts(
     env: &BTreeMap<String, String>,
 ) -> (
     Option<String>,

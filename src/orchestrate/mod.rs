@@ -21,20 +21,20 @@
 //! Length: ~550 lines, over the ~500 guideline on purpose: the stage driver `run` reads top to bottom as the seed's stages and barriers; the per-launch work lives in the files above.
 
 pub mod archive;
-pub mod http;
-pub mod launch;
-pub mod manifest;
+mod http;
+mod launch;
+mod manifest;
 pub mod merge;
-pub mod plan;
-pub mod preflight;
-pub mod profile;
-pub mod resume;
-pub mod runner;
-pub mod server;
-pub mod signals;
-pub mod slots;
+mod plan;
+mod preflight;
+mod profile;
+mod resume;
+mod runner;
+mod server;
+mod signals;
+mod slots;
 pub mod stages;
-pub mod steps;
+mod steps;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -95,7 +95,7 @@ pub struct RunArgs {
 
 /// What happened to one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+enum Outcome {
     Done,
     AlreadyDone,
     Incomplete,
@@ -104,7 +104,7 @@ pub enum Outcome {
 }
 
 /// What every launch of the sweep shares.
-pub struct Ctx {
+struct Ctx {
     pub root: PathBuf,
     pub repo: PathBuf,
     pub profile: Profile,
@@ -116,7 +116,7 @@ pub struct Ctx {
 
 impl Ctx {
     /// The environment of a launch on `slot`: the sweep's, then the slot's (its values win).
-    pub fn slot_env(&self, slot: &Slot) -> Vec<(String, String)> {
+    fn slot_env(&self, slot: &Slot) -> Vec<(String, String)> {
         let mut env = self.env.clone();
         env.extend(slot.env.iter().cloned());
         env
@@ -439,7 +439,7 @@ fn rank(o: Outcome) -> u8 {
     }
 }
 
-pub(crate) fn is_vllm(p: &Profile) -> bool {
+fn is_vllm(p: &Profile) -> bool {
     p.server.kind == "vllm"
 }
 

@@ -32,9 +32,9 @@ pub struct Shard {
 }
 
 impl Shard {
-    pub const WHOLE: Shard = Shard { k: 1, n: 1 };
+    pub(crate) const WHOLE: Shard = Shard { k: 1, n: 1 };
 
-    pub fn is_whole(&self) -> bool {
+    pub(crate) fn is_whole(&self) -> bool {
         self.n == 1
     }
 }
@@ -68,7 +68,7 @@ impl std::str::FromStr for Shard {
 
 /// One launch of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unit {
+pub(crate) struct Unit {
     pub config: String,
     pub launch: u32,
     pub slot: usize,
@@ -78,20 +78,20 @@ pub struct Unit {
 /// Launches that run side by side, one queue per slot; the next block starts when every queue
 /// is done.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Block {
+pub(crate) struct Block {
     pub name: &'static str,
     pub queues: Vec<Vec<Unit>>,
 }
 
 impl Block {
-    pub fn units(&self) -> impl Iterator<Item = &Unit> {
+    pub(crate) fn units(&self) -> impl Iterator<Item = &Unit> {
         self.queues.iter().flatten()
     }
 }
 
 /// (config, launch) in run order over `configs`: for each launch index, a seeded permutation,
 /// so launches of one config are interleaved with the others'.
-pub fn order(p: &Profile, configs: &[String], stage: u64) -> Vec<(String, u32)> {
+fn order(p: &Profile, configs: &[String], stage: u64) -> Vec<(String, u32)> {
     let mut out = Vec::new();
     for k in 0..p.launches {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(p.seed ^ (stage << 40) ^ u64::from(k));
@@ -107,7 +107,7 @@ pub fn order(p: &Profile, configs: &[String], stage: u64) -> Vec<(String, u32)> 
 
 /// The plan of one stage (1 = Phase A, 3 = Phase B) for this shard and `slots` slots, over the
 /// configs of `run` (a subset of the profile's; shard and slot ranks use the profile's list).
-pub fn stage_plan(
+pub(crate) fn stage_plan(
     p: &Profile,
     run: &[String],
     stage: u64,

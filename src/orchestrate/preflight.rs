@@ -38,7 +38,7 @@ fn parse_decision(stdout: &str) -> Option<ScriptDecision> {
 }
 
 /// Runs the pre-flight for every config of the profile; returns the status (also written).
-pub fn run(
+pub(crate) fn run(
     root: &Path,
     repo: &Path,
     profile: &super::profile::Profile,

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Profile {
+pub(crate) struct Profile {
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -49,7 +49,7 @@ fn one() -> u32 {
 /// `CUDA_VISIBLE_DEVICES`, ports, CPU set and collector (see `orchestrate::slots`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Slots {
+pub(crate) struct Slots {
     /// One entry per slot: the `CUDA_VISIBLE_DEVICES` value (an index or a UUID). Empty: one
     /// slot and `CUDA_VISIBLE_DEVICES` left as it is.
     #[serde(default, deserialize_with = "gpu_list")]
@@ -110,7 +110,7 @@ fn gpu_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Er
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Server {
+pub(crate) struct Server {
     /// `vllm` (launch/launch_<config>.sh) or `sim` (ctax-sim; the results say simulated).
     #[serde(default = "default_kind")]
     pub kind: String,
@@ -164,7 +164,7 @@ fn yes() -> bool {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Collector {
+pub(crate) struct Collector {
     pub vocab_lo: u32,
     pub vocab_hi: u32,
     pub inflight_cap: u32,
@@ -178,7 +178,7 @@ pub struct Collector {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Preflight {
+pub(crate) struct Preflight {
     /// Configs included without a verify launch (the baseline, or to save GPU time); their
     /// packages are still import-checked.
     #[serde(default)]
@@ -192,7 +192,7 @@ pub struct Preflight {
 /// Cell timing shared by the phases.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Timing {
+pub(crate) struct Timing {
     pub duration_s: f64,
     pub warmup_s: f64,
     pub min_completed: u64,
@@ -201,7 +201,7 @@ pub struct Timing {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PhaseA {
+pub(crate) struct PhaseA {
     pub rates: Vec<f64>,
     pub shape: (u32, u32),
     #[serde(flatten)]
@@ -210,7 +210,7 @@ pub struct PhaseA {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PhaseB {
+pub(crate) struct PhaseB {
     pub shapes: Vec<(u32, u32)>,
     #[serde(flatten)]
     pub timing: Timing,
@@ -221,7 +221,7 @@ pub struct PhaseB {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PhaseBp {
+pub(crate) struct PhaseBp {
     pub configs: Vec<String>,
     pub shapes: Vec<(u32, u32)>,
     #[serde(flatten)]
@@ -229,14 +229,14 @@ pub struct PhaseBp {
 }
 
 /// Where a profile came from and its text (copied into the results root).
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub profile: Profile,
     pub text: String,
     pub path: PathBuf,
 }
 
 /// Loads `name_or_path`: a file path, or `<repo>/launch/profiles/<name>.toml`.
-pub fn load(name_or_path: &str, repo: &Path) -> anyhow::Result<Loaded> {
+pub(crate) fn load(name_or_path: &str, repo: &Path) -> anyhow::Result<Loaded> {
     let p = Path::new(name_or_path);
     let path = if p.exists() {
         p.to_path_buf()
@@ -254,7 +254,7 @@ pub fn load(name_or_path: &str, repo: &Path) -> anyhow::Result<Loaded> {
     })
 }
 
-pub fn parse(text: &str) -> anyhow::Result<Profile> {
+fn parse(text: &str) -> anyhow::Result<Profile> {
     let p: Profile = toml::from_str(text)?;
     anyhow::ensure!(!p.configs.is_empty(), "configs is empty");
     anyhow::ensure!(
@@ -287,7 +287,7 @@ pub fn parse(text: &str) -> anyhow::Result<Profile> {
 }
 
 /// Expands `${REPO}`, `${NAME}` and `${NAME:-default}`.
-pub fn expand(s: &str, repo: &Path) -> String {
+pub(crate) fn expand(s: &str, repo: &Path) -> String {
     let mut out = String::new();
     let mut rest = s;
     while let Some(i) = rest.find("${") {

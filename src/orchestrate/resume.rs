@@ -12,7 +12,7 @@ use super::manifest;
 use super::server::unix_ms;
 
 /// What is left of one launch.
-pub enum Todo {
+pub(crate) enum Todo {
     /// Every planned cell is complete.
     Done,
     /// A new run directory (nothing ran yet).
@@ -22,12 +22,7 @@ pub enum Todo {
 }
 
 /// The existing run directory of (config, launch, stage) in `root`, if any.
-pub fn find_run(
-    root: &Path,
-    config: &str,
-    launch: u32,
-    stage: &str,
-) -> Option<(PathBuf, RunConfig)> {
+fn find_run(root: &Path, config: &str, launch: u32, stage: &str) -> Option<(PathBuf, RunConfig)> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
         .ok()?
         .flatten()
@@ -43,7 +38,7 @@ pub fn find_run(
 }
 
 /// The stage (`A` or `B`) a run directory was made for.
-pub fn run_stage(rc: &RunConfig) -> String {
+pub(crate) fn run_stage(rc: &RunConfig) -> String {
     rc.extra
         .get("stage")
         .and_then(|s| s.as_str())
@@ -51,7 +46,7 @@ pub fn run_stage(rc: &RunConfig) -> String {
         .to_owned()
 }
 
-pub fn read_summary(dir: &Path) -> RunSummary {
+pub(crate) fn read_summary(dir: &Path) -> RunSummary {
     std::fs::read(dir.join("summary.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -59,12 +54,18 @@ pub fn read_summary(dir: &Path) -> RunSummary {
 }
 
 /// The `summary.json` key of a planned cell (`<phase>/<cell>`, [`ctax_schema::CellKey`]).
-pub fn key(c: &PlannedCell) -> String {
+pub(crate) fn key(c: &PlannedCell) -> String {
     ctax_schema::CellKey::new(c.phase, c.cell.clone()).to_string()
 }
 
 /// What remains of (config, launch, stage) with `cells` planned.
-pub fn todo(root: &Path, config: &str, launch: u32, stage: &str, cells: &[PlannedCell]) -> Todo {
+pub(crate) fn todo(
+    root: &Path,
+    config: &str,
+    launch: u32,
+    stage: &str,
+    cells: &[PlannedCell],
+) -> Todo {
     let Some((dir, _)) = find_run(root, config, launch, stage) else {
         return Todo::Fresh(cells.to_vec());
     };
@@ -83,7 +84,7 @@ pub fn todo(root: &Path, config: &str, launch: u32, stage: &str, cells: &[Planne
 
 /// Moves the raw files of cells about to be rerun into `superseded/<stamp>/` (kept, not
 /// ingested) and forgets their summary entries so the new ones replace them.
-pub fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> {
+pub(crate) fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> {
     let dst = dir.join("superseded").join(manifest::stamp(unix_ms()));
     for c in todo {
         for kind in ctax_schema::FileKind::ALL {

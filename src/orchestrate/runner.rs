@@ -11,13 +11,13 @@ use super::{Ctx, Outcome, launch, signals};
 
 /// What a stage did.
 #[derive(Default)]
-pub struct StageRun {
+pub(crate) struct StageRun {
     pub outcomes: Vec<(Unit, Outcome)>,
     pub errors: Vec<anyhow::Error>,
 }
 
 impl StageRun {
-    pub fn interrupted(&self) -> bool {
+    fn interrupted(&self) -> bool {
         signals::interrupted()
             || self
                 .outcomes
@@ -27,7 +27,7 @@ impl StageRun {
 }
 
 /// Runs `blocks` of `stage` (`A` or `B`) on `slots`; `cells` gives each launch's planned cells.
-pub fn run_stage(
+pub(crate) fn run_stage(
     ctx: &Ctx,
     slots: &[Slot],
     blocks: &[Block],

@@ -14,7 +14,7 @@ use super::signals;
 
 /// How to start the server.
 #[derive(Debug, Clone)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// `bash <repo>/launch/launch_<config>.sh` with the launch contract's environment.
     Vllm,
     /// `ctax-sim --port P <args>` (simulated; every run says so).
@@ -22,7 +22,7 @@ pub enum Kind {
 }
 
 #[derive(Debug, Clone)]
-pub struct Spec {
+pub(crate) struct Spec {
     pub kind: Kind,
     pub repo: PathBuf,
     pub config: String,
@@ -39,7 +39,7 @@ pub struct Spec {
     pub gpu_release_wait: Duration,
 }
 
-pub struct Server {
+pub(crate) struct Server {
     child: Child,
     pgid: i32,
     pub stdout: PathBuf,
@@ -49,7 +49,7 @@ pub struct Server {
 
 /// A launch that did not become ready.
 #[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
+pub(crate) enum LaunchError {
     #[error(
         "port {0} is already in use on {1}: another server is running there; stop it or pick another port"
     )]
@@ -76,7 +76,7 @@ pub enum LaunchError {
 
 impl Server {
     /// Starts the server; output is appended to the run directory's vllm_stdout/stderr.log.
-    pub fn launch(spec: &Spec) -> Result<Server, LaunchError> {
+    pub(crate) fn launch(spec: &Spec) -> Result<Server, LaunchError> {
         if !http::port_free(&spec.host, spec.port) {
             return Err(LaunchError::PortBusy(spec.port, spec.host.clone()));
         }
@@ -142,7 +142,7 @@ impl Server {
     }
 
     /// Polls `/v1/models` until 200. Returns seconds to ready.
-    pub fn wait_ready(&mut self, spec: &Spec) -> Result<f64, LaunchError> {
+    pub(crate) fn wait_ready(&mut self, spec: &Spec) -> Result<f64, LaunchError> {
         let deadline = self.started + spec.startup_timeout;
         loop {
             if signals::interrupted() {
@@ -171,12 +171,8 @@ impl Server {
         }
     }
 
-    pub fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
     /// Last `n` lines of stderr then stdout.
-    pub fn tail(&self, n: usize) -> String {
+    fn tail(&self, n: usize) -> String {
         let mut out = log_tail(&self.stderr, n);
         let so = log_tail(&self.stdout, n / 2);
         if !so.trim().is_empty() {
@@ -188,7 +184,7 @@ impl Server {
 
     /// SIGINT to the whole process group, SIGKILL after `grace`, then waits for the port and
     /// (when a GPU exists) for the GPU to hold no compute process. Returns seconds taken.
-    pub fn stop(mut self, spec: &Spec) -> f64 {
+    pub(crate) fn stop(mut self, spec: &Spec) -> f64 {
         let t0 = Instant::now();
         // SAFETY: plain kill(2) on our own child's process group.
         unsafe { libc::kill(-self.pgid, libc::SIGINT) };
@@ -226,7 +222,7 @@ fn group_gone(pgid: i32) -> bool {
 /// Waits until `nvidia-smi` lists no compute process on `gpu` (a UUID or an index; `None`:
 /// on any GPU), at most `max`: the slot is the GPU's only user. Without nvidia-smi (CPU runs)
 /// it returns at once.
-pub fn wait_gpu_release(max: Duration, gpu: Option<&str>) {
+fn wait_gpu_release(max: Duration, gpu: Option<&str>) {
     if max.is_zero() {
         return;
     }
@@ -254,7 +250,7 @@ pub fn wait_gpu_release(max: Duration, gpu: Option<&str>) {
 }
 
 /// The last `n` lines of a (possibly large) log file.
-pub fn log_tail(path: &Path, n: usize) -> String {
+pub(crate) fn log_tail(path: &Path, n: usize) -> String {
     let Ok(mut f) = std::fs::File::open(path) else {
         return String::new();
     };
@@ -268,7 +264,7 @@ pub fn log_tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-pub fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

@@ -10,7 +10,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 /// Installs the handler for SIGINT and SIGTERM.
-pub fn install() {
+pub(crate) fn install() {
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
@@ -18,11 +18,6 @@ pub fn install() {
     }
 }
 
-pub fn interrupted() -> bool {
+pub(crate) fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// Marks the run as interrupted (tests, or a fatal condition that should unwind like Ctrl-C).
-pub fn set_interrupted() {
-    INTERRUPTED.store(true, Ordering::SeqCst);
 }

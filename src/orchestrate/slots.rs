@@ -16,7 +16,7 @@ use super::profile::Profile;
 
 /// One port range a slot owns: `count` ports from `first`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortRange {
+pub(crate) struct PortRange {
     pub name: &'static str,
     pub first: u16,
     pub count: u16,
@@ -33,7 +33,7 @@ impl PortRange {
 
 /// Everything one slot owns.
 #[derive(Debug, Clone)]
-pub struct Slot {
+pub(crate) struct Slot {
     pub index: usize,
     pub slots: usize,
     /// `CUDA_VISIBLE_DEVICES` for the server (`None`: left as it is).
@@ -49,7 +49,7 @@ pub struct Slot {
 }
 
 impl Slot {
-    pub fn port(&self, name: &str) -> u16 {
+    fn port(&self, name: &str) -> u16 {
         self.ports
             .iter()
             .find(|p| p.name == name)
@@ -57,19 +57,19 @@ impl Slot {
             .expect("every slot has every port range")
     }
 
-    pub fn api_port(&self) -> u16 {
+    pub(crate) fn api_port(&self) -> u16 {
         self.port("api")
     }
 
     /// `slot 1 (GPU 1)` for messages.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match &self.cuda {
             Some(g) => format!("slot {} (GPU {g})", self.index),
             None => format!("slot {}", self.index),
         }
     }
 
-    pub fn placement(&self, calibration: bool) -> Placement {
+    pub(crate) fn placement(&self, calibration: bool) -> Placement {
         Placement {
             slot: self.index as u32,
             slots: self.slots as u32,
@@ -93,7 +93,7 @@ impl Slot {
 
 /// Inputs that do not come from the profile.
 #[derive(Debug, Clone, Default)]
-pub struct SlotOptions {
+pub(crate) struct SlotOptions {
     /// `--gpus` (overrides the profile's `slots.gpus`).
     pub gpus: Option<Vec<String>>,
     /// Added to every port (`--port-offset`: several sweeps on one host, e.g. two Slurm array
@@ -105,7 +105,7 @@ pub struct SlotOptions {
 
 /// The slots of this sweep. `env` is the sweep's launch environment (its `CTAX_*` values give
 /// the base ports); `gpus_seen` is what nvidia-smi lists (see [`query_gpus`]).
-pub fn build(
+pub(crate) fn build(
     p: &Profile,
     opts: &SlotOptions,
     env: &[(String, String)],
@@ -264,7 +264,7 @@ pub fn build(
 }
 
 /// This sweep's IPC directories live under here (`<tmp>/ctax-rpc-<pid>/s<slot>`).
-pub fn rpc_root() -> PathBuf {
+pub(crate) fn rpc_root() -> PathBuf {
     std::env::temp_dir().join(format!("ctax-rpc-{}", std::process::id()))
 }
 
@@ -308,7 +308,7 @@ fn check_disjoint(slots: &[Slot]) -> anyhow::Result<()> {
 /// Every port of every slot is free on this host (nothing listens, and it can be bound on all
 /// interfaces); the first busy one is a clear error. Called before anything starts. With
 /// `api_only` (simulated servers, which open nothing else) only the API ports are checked.
-pub fn check_ports_free(slots: &[Slot], host: &str, api_only: bool) -> anyhow::Result<()> {
+pub(crate) fn check_ports_free(slots: &[Slot], host: &str, api_only: bool) -> anyhow::Result<()> {
     for s in slots {
         for r in s.ports.iter().filter(|r| !api_only || r.name == "api") {
             for port in r.first..=r.last() {
@@ -331,7 +331,7 @@ pub fn check_ports_free(slots: &[Slot], host: &str, api_only: bool) -> anyhow::R
 
 /// (index, uuid) of every GPU, from `nvidia-smi --query-gpu=index,uuid --format=csv,noheader`;
 /// empty where nvidia-smi is absent or fails (CPU and simulated sweeps).
-pub fn query_gpus() -> Vec<(u32, String)> {
+pub(crate) fn query_gpus() -> Vec<(u32, String)> {
     let Ok(out) = Command::new("nvidia-smi")
         .args(["--query-gpu=index,uuid", "--format=csv,noheader"])
         .output()
@@ -344,7 +344,7 @@ pub fn query_gpus() -> Vec<(u32, String)> {
     parse_gpu_query(&String::from_utf8_lossy(&out.stdout))
 }
 
-pub fn parse_gpu_query(text: &str) -> Vec<(u32, String)> {
+fn parse_gpu_query(text: &str) -> Vec<(u32, String)> {
     text.lines()
         .filter_map(|l| {
             let (i, u) = l.split_once(',')?;
@@ -378,7 +378,7 @@ fn resolve_gpu(id: &str, seen: &[(u32, String)]) -> anyhow::Result<(Option<u32>,
 }
 
 /// The CPUs this process may run on (`sched_getaffinity`).
-pub fn allowed_cpus() -> Vec<usize> {
+pub(crate) fn allowed_cpus() -> Vec<usize> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity writes into the set we own.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -393,7 +393,7 @@ pub fn allowed_cpus() -> Vec<usize> {
 
 /// `n` contiguous parts of `cpus` (sorted), sizes differing by at most one (the first parts
 /// take the remainder).
-pub fn split_cpus(cpus: &[usize], n: usize) -> anyhow::Result<Vec<Vec<usize>>> {
+fn split_cpus(cpus: &[usize], n: usize) -> anyhow::Result<Vec<Vec<usize>>> {
     let mut v = cpus.to_vec();
     v.sort_unstable();
     v.dedup();
@@ -415,7 +415,7 @@ pub fn split_cpus(cpus: &[usize], n: usize) -> anyhow::Result<Vec<Vec<usize>>> {
 }
 
 /// `0-3,8,10-11` → [0, 1, 2, 3, 8, 10, 11].
-pub fn parse_cpulist(s: &str) -> anyhow::Result<Vec<usize>> {
+fn parse_cpulist(s: &str) -> anyhow::Result<Vec<usize>> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || anyhow::anyhow!("bad CPU list {s:?} (expected e.g. `0-7,16-23`)");
@@ -436,7 +436,7 @@ pub fn parse_cpulist(s: &str) -> anyhow::Result<Vec<usize>> {
 }
 
 /// [0, 1, 2, 3, 8, 10, 11] → `0-3,8,10-11`.
-pub fn cpulist(cpus: &[usize]) -> String {
+fn cpulist(cpus: &[usize]) -> String {
     let mut v = cpus.to_vec();
     v.sort_unstable();
     v.dedup();
@@ -459,7 +459,7 @@ pub fn cpulist(cpus: &[usize]) -> String {
 
 /// A `cpu_set_t` for `sched_setaffinity` (built before fork: the pre-exec hook only calls the
 /// syscall).
-pub fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+pub(crate) fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
     // SAFETY: cpu_set_t is plain data; CPU_SET only writes inside the set.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -473,7 +473,7 @@ pub fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
 }
 
 /// Pins the process about to exec (pre-exec hook of `Command`) to `set`; children inherit it.
-pub fn pin_on_exec(cmd: &mut Command, set: libc::cpu_set_t) {
+pub(crate) fn pin_on_exec(cmd: &mut Command, set: libc::cpu_set_t) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the hook only calls sched_setaffinity, which is async-signal-safe.
     unsafe {

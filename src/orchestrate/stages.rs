@@ -23,7 +23,7 @@ pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
 
 /// Stage 2 from a file (`--reference-rates`, e.g. the merged Phase A of every shard): checked
 /// to parse, then written to `<root>/reference_rates.json`.
-pub fn adopt_reference_rates(root: &Path, file: &Path) -> anyhow::Result<ReferenceRates> {
+pub(crate) fn adopt_reference_rates(root: &Path, file: &Path) -> anyhow::Result<ReferenceRates> {
     let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
     let de = &mut serde_json::Deserializer::from_slice(&bytes);
     let refs: ReferenceRates = serde_path_to_error::deserialize(de)
@@ -35,7 +35,7 @@ pub fn adopt_reference_rates(root: &Path, file: &Path) -> anyhow::Result<Referen
 /// Stage 4: [`crate::pipeline::run`] — the full analysis of `root` (written to
 /// `<root>/analysis/`) and the report in `<root>/report/` (with `report/data/`); returns the
 /// report directory.
-pub fn analyze_and_report(root: &Path) -> anyhow::Result<std::path::PathBuf> {
+pub(crate) fn analyze_and_report(root: &Path) -> anyhow::Result<std::path::PathBuf> {
     let out = root.join("report");
     let done = crate::pipeline::run(
         root,
@@ -51,7 +51,7 @@ pub fn analyze_and_report(root: &Path) -> anyhow::Result<std::path::PathBuf> {
 
 /// After a launch: per-cell statistics of this run alone into its summary.json `stats`
 /// (1,000 resamples, no ITL: a quick look; `ctax analyze` gives the full statistics).
-pub fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
     let (run, warnings) = crate::ingest::load_run(run_dir)?;
     let ds = crate::ingest::Dataset::of_runs(run_dir, vec![run], warnings);
     let opts = AnalyzeOptions {

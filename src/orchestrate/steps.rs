@@ -15,11 +15,11 @@ use ctax_schema::{CellHealth, FileKind, StepRecord, file_name};
 
 use crate::ingest::jsonl;
 
-pub const RAW_PREFIX: &str = "engine_step_raw";
+pub(crate) const RAW_PREFIX: &str = "engine_step_raw";
 
 /// Result of a split.
 #[derive(Debug, Default)]
-pub struct SplitReport {
+pub(crate) struct SplitReport {
     pub raw_files: Vec<PathBuf>,
     pub records: usize,
     pub worker_merged: usize,
@@ -30,7 +30,7 @@ pub struct SplitReport {
 }
 
 /// Raw step files in `run_dir`.
-pub fn raw_files(run_dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn raw_files(run_dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(run_dir)
         .map(|rd| {
             rd.flatten()
@@ -51,7 +51,7 @@ pub fn raw_files(run_dir: &Path) -> Vec<PathBuf> {
 
 /// Splits the raw files of `run_dir` into per-cell files for `cells`, then compresses the raw
 /// files (`.jsonl.zst`, kept as artifacts).
-pub fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<SplitReport> {
+pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<SplitReport> {
     let mut rep = SplitReport {
         raw_files: raw_files(run_dir),
         ..Default::default()

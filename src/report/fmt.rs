@@ -6,11 +6,11 @@
 use crate::analysis::model::Estimate;
 
 /// Placeholder for a missing value.
-pub const NA: &str = "n/a";
+pub(crate) const NA: &str = "n/a";
 
 /// Adaptive fixed-point formatting: about three significant digits, never scientific notation
 /// for the magnitudes a report holds (µs to hours). `-0` prints as `0`.
-pub fn num(x: f64) -> String {
+pub(crate) fn num(x: f64) -> String {
     if !x.is_finite() {
         return if x.is_nan() {
             NA.to_owned()
@@ -43,7 +43,7 @@ fn dp_for(a: f64) -> usize {
 }
 
 /// Fixed decimals, with `-0.0` printed as `0.0`.
-pub fn fixed(x: f64, dp: usize) -> String {
+pub(crate) fn fixed(x: f64, dp: usize) -> String {
     if !x.is_finite() {
         return num(x);
     }
@@ -59,7 +59,7 @@ fn clean_neg_zero(s: String) -> String {
 }
 
 /// A rate in req/s: `0.5`, `4`, `12.5`.
-pub fn rate(r: f64) -> String {
+pub(crate) fn rate(r: f64) -> String {
     if !r.is_finite() {
         return num(r);
     }
@@ -69,7 +69,7 @@ pub fn rate(r: f64) -> String {
 }
 
 /// A fraction as a signed percentage: `0.123` → `+12.3%`.
-pub fn pct(frac: f64) -> String {
+pub(crate) fn pct(frac: f64) -> String {
     if !frac.is_finite() {
         return num(frac);
     }
@@ -87,7 +87,7 @@ pub fn pct(frac: f64) -> String {
 }
 
 /// A fraction as an unsigned percentage (shares, ratios of throughput): `0.95` → `95.0%`.
-pub fn share(frac: f64) -> String {
+pub(crate) fn share(frac: f64) -> String {
     if !frac.is_finite() {
         return num(frac);
     }
@@ -95,7 +95,7 @@ pub fn share(frac: f64) -> String {
 }
 
 /// Fraction points as percentage points: `-0.07` → `-7.0 pp`.
-pub fn pp(frac: f64) -> String {
+fn pp(frac: f64) -> String {
     if !frac.is_finite() {
         return num(frac);
     }
@@ -109,7 +109,7 @@ pub fn pp(frac: f64) -> String {
 
 /// How a value of a given unit is written. Units are those of the model: `fraction`, `pp`,
 /// `ratio`, `hours`, `count`, `us`, `ms`, `rps`; anything else is printed as a number + unit.
-pub fn with_unit(x: f64, unit: &str) -> String {
+pub(crate) fn with_unit(x: f64, unit: &str) -> String {
     match unit {
         "fraction" => pct(x),
         "pp" => pp(x),
@@ -139,7 +139,7 @@ pub fn with_unit(x: f64, unit: &str) -> String {
 /// `12.3 [10.1, 14.6] ms`, `+12.3% [+10.1%, +16.0%]`, `-7.0 [-9.0, -5.0] pp`: the estimate and
 /// both CI bounds share one number of decimals (set by the largest magnitude of the three); the
 /// bracket is left out when there is no CI.
-pub fn estimate(e: &Estimate, unit: &str) -> String {
+pub(crate) fn estimate(e: &Estimate, unit: &str) -> String {
     let vals = [Some(e.est), e.lo, e.hi];
     let (scale, signed) = match unit {
         "fraction" | "pp" => (100.0, true),
@@ -202,13 +202,13 @@ pub fn estimate(e: &Estimate, unit: &str) -> String {
 }
 
 /// A fraction as a whole percentage, for thresholds: `0.95` → `95%`.
-pub fn whole_pct(frac: f64) -> String {
+pub(crate) fn whole_pct(frac: f64) -> String {
     format!("{:.0}%", frac * 100.0)
 }
 
 /// Request shapes for captions and headings: `input 4096, output 256` for one shape,
 /// `input/output 512/64, 4096/256` for several (sorted, duplicates dropped).
-pub fn shapes(shapes: &[(u32, u32)]) -> String {
+pub(crate) fn shapes(shapes: &[(u32, u32)]) -> String {
     let mut v = shapes.to_vec();
     v.sort_unstable();
     v.dedup();
@@ -231,7 +231,7 @@ pub fn opt_estimate(e: Option<&Estimate>, unit: &str) -> String {
 }
 
 /// Optional number with a unit; `n/a` when absent.
-pub fn opt(x: Option<f64>, unit: &str) -> String {
+pub(crate) fn opt(x: Option<f64>, unit: &str) -> String {
     x.map_or_else(|| NA.to_owned(), |x| with_unit(x, unit))
 }
 
@@ -279,7 +279,7 @@ fn visible(c: char) -> String {
 /// text. Applied to each finished output document (HTML, Markdown, SVG): the templates never
 /// contain such characters, so any that remain came from data, and a terminal escape or a bell
 /// in a config name reaches no reader raw.
-pub fn visible_controls(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn visible_controls(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.chars().any(is_hidden_control) {
         return std::borrow::Cow::Borrowed(s);
     }
@@ -339,7 +339,7 @@ pub fn md(s: &str) -> String {
 
 /// A fenced Markdown code block that data cannot break out of: the fence is longer than any
 /// backtick run in the content.
-pub fn md_code_block(content: &str, lang: &str) -> String {
+pub(crate) fn md_code_block(content: &str, lang: &str) -> String {
     let mut longest = 0;
     let mut run = 0;
     for c in content.chars() {

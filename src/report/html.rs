@@ -12,7 +12,7 @@ struct Page<'a> {
 }
 
 /// Renders `index.html`.
-pub struct HtmlExporter;
+pub(crate) struct HtmlExporter;
 
 impl Exporter for HtmlExporter {
     fn file_name(&self) -> &'static str {

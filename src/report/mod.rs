@@ -13,10 +13,10 @@
 //! escaped for each format, and control characters in them are shown as visible `\u{..}` text
 //! in every output ([`fmt::visible_controls`]).
 
-pub mod figures;
+mod figures;
 pub mod fmt;
-pub mod prose;
-pub mod view;
+mod prose;
+mod view;
 
 mod html;
 mod markdown;
@@ -28,12 +28,12 @@ use anyhow::Context;
 use crate::analysis::model::{AnalysisResult, config_order};
 use crate::fsutil::write_atomic;
 use crate::verdicts::Verdicts;
-pub use html::HtmlExporter;
-pub use markdown::MarkdownExporter;
+use html::HtmlExporter;
+use markdown::MarkdownExporter;
 use view::ReportView;
 
 /// One output format of the report.
-pub trait Exporter {
+trait Exporter {
     /// File name under the output directory.
     fn file_name(&self) -> &'static str;
     /// Renders the whole document.
@@ -139,13 +139,13 @@ fn remove_stale_figures(dir: &Path, figures: &[figures::Figure]) -> anyhow::Resu
 }
 
 /// Sort key of a config: canonical order first, then others alphabetically.
-pub(crate) fn config_rank(name: &str) -> (usize, String) {
+fn config_rank(name: &str) -> (usize, String) {
     config_order(name)
 }
 
 /// Every config that appears anywhere in the result, canonical order first. This list keys the
 /// palette, so a config has the same colour in every figure.
-pub fn all_configs(r: &AnalysisResult) -> Vec<String> {
+fn all_configs(r: &AnalysisResult) -> Vec<String> {
     let s = &r.summary;
     let mut v: Vec<String> = s
         .dataset

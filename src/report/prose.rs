@@ -8,13 +8,13 @@ use pulldown_cmark::{Event, Options, Parser, html};
 
 /// One prose section: its Markdown source and the HTML rendered from it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Prose {
+pub(crate) struct Prose {
     pub markdown: String,
     pub html: String,
 }
 
 impl Prose {
-    pub fn new(markdown: &str) -> Prose {
+    fn new(markdown: &str) -> Prose {
         Prose {
             markdown: markdown.trim_end().to_owned(),
             html: to_html(markdown),
@@ -24,14 +24,14 @@ impl Prose {
 
 /// The report's fixed prose.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Texts {
+pub(crate) struct Texts {
     pub intro: Prose,
     pub verdicts: Prose,
     pub conventions: Prose,
 }
 
 impl Texts {
-    pub fn load() -> Texts {
+    pub(crate) fn load() -> Texts {
         Texts {
             intro: Prose::new(include_str!("../../templates/prose/intro.md")),
             verdicts: Prose::new(include_str!("../../templates/prose/verdicts.md")),
@@ -41,7 +41,7 @@ impl Texts {
 }
 
 /// Markdown → HTML with tables and strikethrough, raw HTML removed.
-pub fn to_html(markdown: &str) -> String {
+fn to_html(markdown: &str) -> String {
     let opts = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH;
     let parser = Parser::new_ext(markdown, opts)
         .filter(|e| !matches!(e, Event::Html(_) | Event::InlineHtml(_)));

@@ -16,7 +16,7 @@
 
 /// Politis–White block length of `x` (in send order); 1 for fewer than 8 values or a
 /// constant series.
-pub fn politis_white(x: &[f64]) -> usize {
+pub(crate) fn politis_white(x: &[f64]) -> usize {
     let n = x.len();
     if n < 8 {
         return 1;

@@ -78,7 +78,7 @@ pub fn quantile_replicates(
 /// materialised resamples every quantile comes from the same resample). Each quantile's
 /// replicate vector is seeded by (seed, key, q) — identical to a single-quantile call in the
 /// iid case.
-pub fn quantiles_replicates(
+pub(crate) fn quantiles_replicates(
     groups: &[&[f64]],
     qs: &[f64],
     cfg: &BootstrapConfig,
@@ -354,7 +354,7 @@ fn chunked_with_buf(
 }
 
 /// A seed that depends only on the global seed, the statistic's key and the quantile.
-pub fn stable_seed(seed: u64, key: &str, q: f64) -> u64 {
+pub(crate) fn stable_seed(seed: u64, key: &str, q: f64) -> u64 {
     // FNV-1a over the key bytes and q's bit pattern, then SplitMix64 finalisation.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
     for b in key

@@ -38,7 +38,7 @@ pub struct PooledVariance {
 
 impl PooledVariance {
     /// σ̂_L as a relative (multiplicative) standard deviation, `exp(σ̂) − 1`.
-    pub fn relative_sd(&self) -> f64 {
+    pub(crate) fn relative_sd(&self) -> f64 {
         self.var.sqrt().exp_m1()
     }
 }
@@ -46,7 +46,7 @@ impl PooledVariance {
 /// Pools the within-group variance of per-launch log estimates. Groups with fewer than 2
 /// launches add nothing; non-finite or non-positive estimates are ignored. `None` when no group
 /// has 2 launches (the launch-to-launch variance is then unknown).
-pub fn pooled_variance(groups: &[Vec<f64>]) -> Option<PooledVariance> {
+pub(crate) fn pooled_variance(groups: &[Vec<f64>]) -> Option<PooledVariance> {
     let mut ss = 0.0;
     let mut df = 0u32;
     let mut n_groups = 0u32;
@@ -73,7 +73,7 @@ pub fn pooled_variance(groups: &[Vec<f64>]) -> Option<PooledVariance> {
 
 /// `σ²_b = σ̂² · df / χ²_df` for b = 0..n: the variance drawn for each replicate index. Seeded by
 /// `(seed, key)`; every statistic of one metric must use the same draws (same key).
-pub fn variance_draws(pv: &PooledVariance, n: usize, seed: u64, key: &str) -> Vec<f64> {
+pub(crate) fn variance_draws(pv: &PooledVariance, n: usize, seed: u64, key: &str) -> Vec<f64> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(stable_seed(seed, key, 0.0));
     let df = f64::from(pv.df);
     (0..n)
@@ -82,7 +82,7 @@ pub fn variance_draws(pv: &PooledVariance, n: usize, seed: u64, key: &str) -> Ve
 }
 
 /// Replicates of a positive statistic `est` pooled over `k` launches: `est · exp(√(σ²_b/k) z_b)`.
-pub fn replicates(est: f64, k: u32, sigma2: &[f64], seed: u64, key: &str) -> Vec<f64> {
+pub(crate) fn replicates(est: f64, k: u32, sigma2: &[f64], seed: u64, key: &str) -> Vec<f64> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(stable_seed(seed, key, 1.0));
     let k = f64::from(k.max(1));
     sigma2
@@ -98,14 +98,14 @@ mod rand_distr_lite {
     use rand::RngExt;
     use rand::rngs::Xoshiro256PlusPlus;
 
-    pub fn standard_normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
+    pub(super) fn standard_normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
         // Box–Muller on (0, 1] × [0, 1).
         let u1: f64 = 1.0 - rng.random::<f64>();
         let u2: f64 = rng.random::<f64>();
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     }
 
-    pub fn chi_squared(rng: &mut Xoshiro256PlusPlus, df: u32) -> f64 {
+    pub(super) fn chi_squared(rng: &mut Xoshiro256PlusPlus, df: u32) -> f64 {
         (0..df)
             .map(|_| {
                 let z = standard_normal(rng);

@@ -3,7 +3,7 @@
 //! `x[⌊h⌋] + (h − ⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋])`.
 
 /// Linear (type 7) quantile of already-sorted data. `None` for empty input.
-pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
     let n = sorted.len();
     if n == 0 || !(0.0..=1.0).contains(&q) {
         return None;
@@ -19,19 +19,19 @@ pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
 }
 
 /// Linear quantile of unsorted data (copies and sorts). NaNs must not be present.
-pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile(values: &[f64], q: f64) -> Option<f64> {
     let mut v = values.to_vec();
     sort(&mut v);
     quantile_sorted(&v, q)
 }
 
 /// Sorts f64 values in place (total order; callers never pass NaN).
-pub fn sort(v: &mut [f64]) {
+pub(crate) fn sort(v: &mut [f64]) {
     v.sort_unstable_by(f64::total_cmp);
 }
 
 /// Linear quantile by selection (O(n)), reordering `buf`. Used inside bootstrap loops.
-pub fn quantile_select(buf: &mut [f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile_select(buf: &mut [f64], q: f64) -> Option<f64> {
     let n = buf.len();
     if n == 0 {
         return None;
@@ -49,7 +49,7 @@ pub fn quantile_select(buf: &mut [f64], q: f64) -> Option<f64> {
 }
 
 /// Arithmetic mean, `None` for empty input.
-pub fn mean(values: &[f64]) -> Option<f64> {
+pub(crate) fn mean(values: &[f64]) -> Option<f64> {
     if values.is_empty() {
         return None;
     }

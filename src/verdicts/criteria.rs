@@ -10,8 +10,8 @@ use super::{Ctx, Draft, Verdict, VerdictKind, num, pct, within};
 use crate::analysis::model::{CANONICAL_CONFIGS, Estimate};
 use crate::ingest::Dataset;
 
-pub const SC1_PRIOR: (f64, f64) = (0.25, 0.60);
-pub const SC7_MAX_HOURS: f64 = 6.0;
+const SC1_PRIOR: (f64, f64) = (0.25, 0.60);
+const SC7_MAX_HOURS: f64 = 6.0;
 
 pub(crate) fn all(ctx: &Ctx, h: &[Verdict], ds: &Dataset) -> Vec<Verdict> {
     let by = |id: &str| {

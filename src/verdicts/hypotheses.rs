@@ -9,12 +9,12 @@ use super::{Ctx, Draft, Verdict, VerdictKind, at_least, below, num, pct};
 use crate::analysis::model::{Detection, Estimate};
 use crate::analysis::taxes::{Metric, detection, diff, map3, ratio};
 
-pub const H1_MIN_TAX: f64 = 0.10;
-pub const H2_MIN_GAP: f64 = 0.05;
-pub const H2_MAX_GAP: f64 = 0.10;
-pub const H3_MAX_RATIO: f64 = 0.5;
-pub const H3_IMPLEMENTATION_RATIO: f64 = 0.3;
-pub const H4_MAX_DEVIATION: f64 = 0.30;
+pub(crate) const H1_MIN_TAX: f64 = 0.10;
+pub(crate) const H2_MIN_GAP: f64 = 0.05;
+pub(crate) const H2_MAX_GAP: f64 = 0.10;
+pub(crate) const H3_MAX_RATIO: f64 = 0.5;
+pub(crate) const H3_IMPLEMENTATION_RATIO: f64 = 0.3;
+pub(crate) const H4_MAX_DEVIATION: f64 = 0.30;
 
 pub(crate) fn all(ctx: &Ctx) -> Vec<Verdict> {
     vec![h1(ctx), h2(ctx), h3(ctx), h4(ctx), h5(ctx), h6(ctx)]

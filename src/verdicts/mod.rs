@@ -12,9 +12,9 @@
 //! of hypotheses. Each threshold is a constant next to the rule that uses it; the report's
 //! figures import them from here.
 
-pub mod criteria;
-pub mod hypotheses;
-pub mod model;
+mod criteria;
+pub(crate) mod hypotheses;
+mod model;
 
 use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION, fmt_rate};
 
@@ -27,7 +27,7 @@ use crate::ingest::Dataset;
 
 /// Evaluates H1–H6 and SC1–SC7 on an analysis of `ds` (SC6 and SC7 read the run artifacts and
 /// the manifest).
-pub fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
+pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     let engine = analysis.taxes();
     let s = &analysis.result.summary;
     let ctx = Ctx {
@@ -87,11 +87,11 @@ pub(crate) struct Ctx<'a> {
 }
 
 /// The seed's Phase A shape; used to pick the reference cell when Phase A ran several shapes.
-pub const SEED_SHAPE: (u32, u32) = (4096, 256);
+const SEED_SHAPE: (u32, u32) = (4096, 256);
 
 impl Ctx<'_> {
     /// The Phase A cell name at `ref_safe` shared by plain and `config`, or why there is none.
-    pub fn ref_safe_cell(&self, configs: &[&str]) -> Result<String, String> {
+    fn ref_safe_cell(&self, configs: &[&str]) -> Result<String, String> {
         let Some(r) = self.refs.ref_safe else {
             return Err("ref_safe is undefined (no rate unsaturated for every config)".into());
         };
@@ -136,7 +136,7 @@ impl Ctx<'_> {
 
     /// `Ok` when `config` has data, else the reason it has none (pre-flight SKIP, not run, or
     /// no complete Phase A cell — with the exception its engine died of, when its log says).
-    pub fn has_data(&self, config: &str) -> Result<(), String> {
+    fn has_data(&self, config: &str) -> Result<(), String> {
         if !self.info.configs.iter().any(|c| c == config) {
             return Err(match self.info.skipped.get(config) {
                 Some(r) => format!("{config}: {r}"),
@@ -159,7 +159,7 @@ impl Ctx<'_> {
 }
 
 /// Builds a verdict from an estimate and a decision rule.
-pub(crate) struct Draft {
+struct Draft {
     pub id: &'static str,
     pub title: &'static str,
     pub statement: &'static str,
@@ -168,11 +168,11 @@ pub(crate) struct Draft {
 }
 
 impl Draft {
-    pub fn not_testable(self, reason: impl Into<String>) -> Verdict {
+    fn not_testable(self, reason: impl Into<String>) -> Verdict {
         self.finish(None, VerdictKind::NotTestable, reason.into(), None)
     }
 
-    pub fn finish(
+    fn finish(
         self,
         estimate: Option<Estimate>,
         verdict: VerdictKind,
@@ -194,7 +194,7 @@ impl Draft {
 }
 
 /// Claim "value ≥ t": supported if the whole CI is ≥ t, refuted if it is entirely below t.
-pub fn at_least(e: &Estimate, t: f64) -> VerdictKind {
+fn at_least(e: &Estimate, t: f64) -> VerdictKind {
     match (e.lo, e.hi) {
         (Some(lo), _) if lo >= t => VerdictKind::Supported,
         (_, Some(hi)) if hi < t => VerdictKind::Refuted,
@@ -204,7 +204,7 @@ pub fn at_least(e: &Estimate, t: f64) -> VerdictKind {
 }
 
 /// Claim "value < t": supported if the whole CI is below t, refuted if it is entirely ≥ t.
-pub fn below(e: &Estimate, t: f64) -> VerdictKind {
+fn below(e: &Estimate, t: f64) -> VerdictKind {
     match (e.lo, e.hi) {
         (_, Some(hi)) if hi < t => VerdictKind::Supported,
         (Some(lo), _) if lo >= t => VerdictKind::Refuted,
@@ -214,7 +214,7 @@ pub fn below(e: &Estimate, t: f64) -> VerdictKind {
 }
 
 /// Claim "value ∈ [a, b]": supported if the CI lies inside, refuted if it is disjoint.
-pub fn within(e: &Estimate, a: f64, b: f64) -> VerdictKind {
+fn within(e: &Estimate, a: f64, b: f64) -> VerdictKind {
     match (e.lo, e.hi) {
         (Some(lo), Some(hi)) if lo >= a && hi <= b => VerdictKind::Supported,
         (Some(lo), Some(hi)) if hi < a || lo > b => VerdictKind::Refuted,
@@ -224,7 +224,7 @@ pub fn within(e: &Estimate, a: f64, b: f64) -> VerdictKind {
 }
 
 /// `12.3% [8.1%, 16.0%]`.
-pub fn pct(e: &Estimate) -> String {
+fn pct(e: &Estimate) -> String {
     match (e.lo, e.hi) {
         (Some(lo), Some(hi)) => format!(
             "{:+.1}% [{:+.1}%, {:+.1}%]",
@@ -237,7 +237,7 @@ pub fn pct(e: &Estimate) -> String {
 }
 
 /// `0.41 [0.20, 0.63]`.
-pub fn num(e: &Estimate) -> String {
+fn num(e: &Estimate) -> String {
     match (e.lo, e.hi) {
         (Some(lo), Some(hi)) => format!("{:.2} [{:.2}, {:.2}]", e.est, lo, hi),
         _ => format!("{:.2} (no CI)", e.est),

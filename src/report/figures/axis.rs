@@ -12,7 +12,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use crate::report::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Scale {
+pub(crate) enum Scale {
     Linear,
     Log2,
     Log10,
@@ -20,7 +20,7 @@ pub enum Scale {
 
 /// How tick labels are written.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Labels {
+pub(crate) enum Labels {
     /// Adaptive number (`fmt::num`).
     Number,
     /// Rate (`0.5`, `4`).
@@ -34,7 +34,7 @@ pub enum Labels {
 }
 
 #[derive(Debug, Clone)]
-pub struct Axis {
+pub(crate) struct Axis {
     pub scale: Scale,
     /// Range in transformed space.
     pub lo: f64,
@@ -48,7 +48,7 @@ pub struct Axis {
 }
 
 impl Axis {
-    pub fn fwd(&self, v: f64) -> f64 {
+    pub(crate) fn fwd(&self, v: f64) -> f64 {
         match self.scale {
             Scale::Linear => v,
             Scale::Log2 => v.log2(),
@@ -56,7 +56,7 @@ impl Axis {
         }
     }
 
-    pub fn inv(&self, t: f64) -> f64 {
+    pub(crate) fn inv(&self, t: f64) -> f64 {
         match self.scale {
             Scale::Linear => t,
             Scale::Log2 => t.exp2(),
@@ -65,7 +65,7 @@ impl Axis {
     }
 
     /// The plotters coordinate for this axis.
-    pub fn coord(&self) -> AxisCoord {
+    pub(crate) fn coord(&self) -> AxisCoord {
         AxisCoord {
             lo: self.lo,
             hi: self.hi,
@@ -74,7 +74,7 @@ impl Axis {
         }
     }
 
-    pub fn label(&self, t: f64) -> String {
+    pub(crate) fn label(&self, t: f64) -> String {
         let v = self.inv(t);
         match self.labels {
             // Round-trip through the scale can give 99.99999 for 100.
@@ -104,7 +104,7 @@ impl Axis {
 
     /// A log2 axis whose ticks are the given values (e.g. the sweep's rates), padded by a
     /// quarter octave on each side.
-    pub fn log2_at(values: &[f64]) -> Axis {
+    pub(crate) fn log2_at(values: &[f64]) -> Axis {
         let vals: Vec<f64> = values
             .iter()
             .copied()
@@ -132,7 +132,7 @@ impl Axis {
     }
 
     /// A log10 axis over `[lo, hi]` (data units, both > 0) with 1-2-5 ticks.
-    pub fn log10(lo: f64, hi: f64) -> Axis {
+    pub(crate) fn log10(lo: f64, hi: f64) -> Axis {
         let (lo, hi) = (lo.max(1e-12), hi.max(lo * 1.0001));
         let (tlo, thi) = (lo.log10(), hi.log10());
         let pad = ((thi - tlo) * 0.04).max(0.02);
@@ -197,7 +197,7 @@ impl Axis {
     }
 
     /// A linear axis over `[lo, hi]` with about `n` 1-2-5 ticks; `include_zero` extends it to 0.
-    pub fn linear(lo: f64, hi: f64, n: usize, include_zero: bool, labels: Labels) -> Axis {
+    pub(crate) fn linear(lo: f64, hi: f64, n: usize, include_zero: bool, labels: Labels) -> Axis {
         let (mut lo, mut hi) = (lo.min(hi), lo.max(hi));
         if include_zero {
             lo = lo.min(0.0);
@@ -247,7 +247,7 @@ impl Axis {
     }
 
     /// Categories at integer positions 0..n, padded by half a slot.
-    pub fn categories(names: Vec<String>) -> Axis {
+    pub(crate) fn categories(names: Vec<String>) -> Axis {
         let n = names.len().max(1) as f64;
         Axis {
             scale: Scale::Linear,
@@ -263,7 +263,7 @@ impl Axis {
 
 /// A linear plotters coordinate with exactly the ticks (bold) and grid lines (light) we chose.
 #[derive(Debug, Clone)]
-pub struct AxisCoord {
+pub(crate) struct AxisCoord {
     lo: f64,
     hi: f64,
     ticks: Vec<f64>,
@@ -296,7 +296,7 @@ impl Ranged for AxisCoord {
 }
 
 /// 1, 2, 2.5, 5 × 10^k at or above `raw`.
-pub fn nice_step(raw: f64) -> f64 {
+pub(crate) fn nice_step(raw: f64) -> f64 {
     if raw <= 0.0 || !raw.is_finite() {
         return 1.0;
     }
@@ -332,7 +332,7 @@ fn trim(v: f64) -> String {
     if s == "-0" { "0".to_owned() } else { s }
 }
 
-pub fn min_max<I: IntoIterator<Item = f64>>(it: I) -> Option<(f64, f64)> {
+pub(crate) fn min_max<I: IntoIterator<Item = f64>>(it: I) -> Option<(f64, f64)> {
     it.into_iter()
         .filter(|v| v.is_finite())
         .fold(None, |acc, v| match acc {

@@ -7,8 +7,8 @@
 //! the definitions in `analysis::saturation` and `verdicts::hypotheses`. A figure either
 //! returns an SVG or is *dropped* with a reason the report prints in its place.
 
-pub mod axis;
-pub mod style;
+mod axis;
+mod style;
 
 mod fig1_ttft;
 mod fig2_tpot;
@@ -27,7 +27,7 @@ use ctax_schema::Phase;
 /// title. Its caption is a function of the data next to it (`caption`), and `draw` returns the
 /// SVG or the reason it is not drawn.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Spec {
+struct Spec {
     /// 1–8, the seed's numbering; the HTML anchor is `fig<number>`.
     pub number: u8,
     /// File stem under `figures/`, e.g. `fig1_ttft_vs_rate`.
@@ -36,14 +36,14 @@ pub(crate) struct Spec {
 }
 
 /// A figure's drawing: the SVG, or why there is none (printed in its place).
-pub(crate) enum Drawing {
+enum Drawing {
     Svg(String),
     Dropped(String),
 }
 
 /// One figure of the report: drawn (`svg`) or dropped (`svg` is `None`, `note` says why).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Figure {
+pub(crate) struct Figure {
     /// 1–8, the seed's numbering; the HTML anchor is `fig<number>`.
     pub number: u8,
     /// File stem under `figures/`, e.g. `fig1_ttft_vs_rate`.
@@ -58,10 +58,10 @@ pub struct Figure {
 }
 
 impl Figure {
-    pub fn anchor(&self) -> String {
+    pub(crate) fn anchor(&self) -> String {
         format!("fig{}", self.number)
     }
-    pub fn file_name(&self) -> String {
+    pub(crate) fn file_name(&self) -> String {
         format!("{}.svg", self.slug)
     }
     fn new(spec: &Spec, caption: String, drawing: Drawing) -> Figure {
@@ -120,7 +120,7 @@ const FIGURES: [(&Spec, Caption, Draw); 8] = [
 ];
 
 /// Draws all eight figures, in order.
-pub fn build_all(r: &AnalysisResult) -> anyhow::Result<Vec<Figure>> {
+pub(crate) fn build_all(r: &AnalysisResult) -> anyhow::Result<Vec<Figure>> {
     let ctx = Ctx::new(r);
     FIGURES
         .iter()
@@ -129,26 +129,26 @@ pub fn build_all(r: &AnalysisResult) -> anyhow::Result<Vec<Figure>> {
 }
 
 /// Read-only access to the data the figures draw.
-pub(crate) struct Ctx<'a> {
+struct Ctx<'a> {
     pub r: &'a AnalysisResult,
     /// Every config with any data, canonical order first (palette key).
     pub configs: Vec<String>,
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(r: &'a AnalysisResult) -> Self {
+    fn new(r: &'a AnalysisResult) -> Self {
         Ctx {
             r,
             configs: super::all_configs(r),
         }
     }
 
-    pub fn color(&self, config: &str) -> plotters::style::RGBColor {
+    fn color(&self, config: &str) -> plotters::style::RGBColor {
         style::config_color(config, &self.configs)
     }
 
     /// The Phase A shapes in the data, e.g. `input 4096, output 256`.
-    pub fn phase_a_shapes(&self) -> String {
+    fn phase_a_shapes(&self) -> String {
         let shapes: Vec<(u32, u32)> = self
             .r
             .summary
@@ -161,7 +161,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Pooled Phase A cells of a config, by rate.
-    pub fn phase_a(&self, config: &str) -> Vec<&'a CellStats> {
+    fn phase_a(&self, config: &str) -> Vec<&'a CellStats> {
         let mut v: Vec<&CellStats> = self
             .r
             .summary
@@ -174,7 +174,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Configs with Phase A data, in palette order.
-    pub fn phase_a_configs(&self) -> Vec<String> {
+    fn phase_a_configs(&self) -> Vec<String> {
         self.configs
             .iter()
             .filter(|c| !self.phase_a(c).is_empty())
@@ -183,7 +183,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The tax of a config at `ref_safe` / `ref_load`.
-    pub fn tax(&self, config: &str, ctx: TaxContext) -> Option<&'a Tax> {
+    fn tax(&self, config: &str, ctx: TaxContext) -> Option<&'a Tax> {
         self.r
             .summary
             .taxes
@@ -192,7 +192,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Non-plain configs, palette order.
-    pub fn non_plain(&self) -> Vec<String> {
+    fn non_plain(&self) -> Vec<String> {
         self.configs
             .iter()
             .filter(|c| *c != "plain")
@@ -200,15 +200,15 @@ impl<'a> Ctx<'a> {
             .collect()
     }
 
-    pub fn ref_safe(&self) -> Option<f64> {
+    fn ref_safe(&self) -> Option<f64> {
         self.r.summary.reference_rates.ref_safe
     }
-    pub fn ref_load(&self) -> Option<f64> {
+    fn ref_load(&self) -> Option<f64> {
         self.r.summary.reference_rates.ref_load
     }
 
     /// Why a config has no data (pre-flight skip reason), if recorded.
-    pub fn skip_reason(&self, config: &str) -> Option<&'a str> {
+    fn skip_reason(&self, config: &str) -> Option<&'a str> {
         self.r
             .summary
             .dataset

@@ -12,42 +12,42 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::axis::{Axis, AxisCoord};
 use crate::analysis::model::CANONICAL_CONFIGS;
 
-pub type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-pub type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<AxisCoord, AxisCoord>>;
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<AxisCoord, AxisCoord>>;
 
 /// Canvas width of every figure (px); heights follow the content.
-pub const WIDTH: u32 = 960;
+pub(crate) const WIDTH: u32 = 960;
 /// Height of the title line at the top of every figure (px).
-pub const TITLE_H: u32 = 38;
+const TITLE_H: u32 = 38;
 /// The first pixel row below the title, as a coordinate.
-pub const BODY_TOP: i32 = TITLE_H as i32;
+pub(crate) const BODY_TOP: i32 = TITLE_H as i32;
 /// Width of the legend column on the right of line charts.
-pub const LEGEND_W: u32 = 250;
+const LEGEND_W: u32 = 250;
 /// Width of a line chart beside its legend column.
-pub const PLOT_W: u32 = WIDTH - LEGEND_W;
+pub(crate) const PLOT_W: u32 = WIDTH - LEGEND_W;
 /// Top of the legend column of a line chart.
-pub const LEGEND_TOP: i32 = BODY_TOP + 8;
+pub(crate) const LEGEND_TOP: i32 = BODY_TOP + 8;
 /// Left edge of the legend column of a line chart.
-pub const LEGEND_X: i32 = PLOT_W as i32 + 8;
+pub(crate) const LEGEND_X: i32 = PLOT_W as i32 + 8;
 /// Room for config names left of a horizontal bar chart (px).
-pub const NAMES_W: u32 = 190;
+pub(crate) const NAMES_W: u32 = 190;
 
-pub const FONT: &str = "sans-serif";
+const FONT: &str = "sans-serif";
 /// plotters divides the size by 1.24 when writing SVG; these give ~18, 14, 12.5, 11 px.
-pub const TITLE_SIZE: f64 = 22.0;
-pub const LABEL_SIZE: f64 = 17.5;
-pub const TICK_SIZE: f64 = 15.5;
-pub const SMALL_SIZE: f64 = 13.5;
+const TITLE_SIZE: f64 = 22.0;
+const LABEL_SIZE: f64 = 17.5;
+const TICK_SIZE: f64 = 15.5;
+pub(crate) const SMALL_SIZE: f64 = 13.5;
 
-pub const INK: RGBColor = RGBColor(0x22, 0x22, 0x22);
-pub const MUTED: RGBColor = RGBColor(0x66, 0x66, 0x66);
-pub const GRID_BOLD: RGBColor = RGBColor(0xd6, 0xd6, 0xd6);
-pub const GRID_LIGHT: RGBColor = RGBColor(0xee, 0xee, 0xee);
-pub const BG: RGBColor = RGBColor(0xff, 0xff, 0xff);
+pub(crate) const INK: RGBColor = RGBColor(0x22, 0x22, 0x22);
+pub(crate) const MUTED: RGBColor = RGBColor(0x66, 0x66, 0x66);
+const GRID_BOLD: RGBColor = RGBColor(0xd6, 0xd6, 0xd6);
+pub(crate) const GRID_LIGHT: RGBColor = RGBColor(0xee, 0xee, 0xee);
+pub(crate) const BG: RGBColor = RGBColor(0xff, 0xff, 0xff);
 
 /// Okabe–Ito (yellow left out: too light on white) + a neutral grey, in canonical config order.
 /// Black is the baseline (`plain`); grey is the framework-only `noop_connector`.
-pub const PALETTE: [RGBColor; 8] = [
+pub(crate) const PALETTE: [RGBColor; 8] = [
     RGBColor(0x00, 0x00, 0x00), // plain: black
     RGBColor(0x8c, 0x8c, 0x8c), // noop_connector: grey
     RGBColor(0x56, 0xb4, 0xe9), // mooncake_producer: sky blue
@@ -67,7 +67,7 @@ const EXTRA: [RGBColor; 4] = [
 ];
 
 /// A config's colour: fixed by its canonical position, so it is the same in every figure.
-pub fn config_color(config: &str, all: &[String]) -> RGBColor {
+pub(crate) fn config_color(config: &str, all: &[String]) -> RGBColor {
     if let Some(i) = CANONICAL_CONFIGS.iter().position(|c| *c == config) {
         return PALETTE[i];
     }
@@ -79,23 +79,23 @@ pub fn config_color(config: &str, all: &[String]) -> RGBColor {
     EXTRA[i % EXTRA.len()]
 }
 
-pub fn font(size: f64) -> TextStyle<'static> {
+fn font(size: f64) -> TextStyle<'static> {
     font_c(size, INK)
 }
 
-pub fn font_c(size: f64, color: RGBColor) -> TextStyle<'static> {
+pub(crate) fn font_c(size: f64, color: RGBColor) -> TextStyle<'static> {
     let mut t = TextStyle::from((FONT, size).into_font());
     t.color = color.to_backend_color();
     t
 }
 
 /// Rough rendered width (px) of ASCII text at a plotters size (≈0.58 em of the SVG font size).
-pub fn text_width(text: &str, size: f64) -> i32 {
+fn text_width(text: &str, size: f64) -> i32 {
     (text.chars().count() as f64 * size / 1.24 * 0.58).round() as i32
 }
 
 /// Shortens a label to `max` characters with an ellipsis.
-pub fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_owned()
     } else {
@@ -108,7 +108,7 @@ pub fn clip(text: &str, max: usize) -> String {
 /// Renders a figure: a `WIDTH`-wide canvas, `title` on the first [`TITLE_H`] pixels, and a body
 /// of `body_h` pixels below it. `draw` gets the whole canvas (absolute pixel coordinates) and
 /// the body area.
-pub fn figure<F>(title: &str, body_h: u32, draw: F) -> anyhow::Result<String>
+pub(crate) fn figure<F>(title: &str, body_h: u32, draw: F) -> anyhow::Result<String>
 where
     F: FnOnce(&Area<'_>, &Area<'_>) -> anyhow::Result<()>,
 {
@@ -130,12 +130,12 @@ where
 }
 
 /// plotters' errors carry the backend type; flatten them into anyhow.
-pub fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("plotting failed: {e}")
 }
 
 /// The standard frame: labelled axes with ticks and grid, in transformed coordinates.
-pub fn frame<'a, 'b>(
+pub(crate) fn frame<'a, 'b>(
     area: &'a Area<'b>,
     x: &Axis,
     y: &Axis,
@@ -175,17 +175,16 @@ pub fn frame<'a, 'b>(
 
 /// Marker shapes; sizes are radii in px.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Glyph {
+pub(crate) enum Glyph {
     Dot,
     Ring,
     Cross,
     Square,
     Triangle,
-    Diamond,
 }
 
 /// Draws a glyph at pixel `p` on `area` (whose coordinates are absolute pixels).
-pub fn glyph(
+pub(crate) fn glyph(
     area: &Area<'_>,
     p: (i32, i32),
     g: Glyph,
@@ -221,28 +220,17 @@ pub fn glyph(
             ],
             stroke,
         )),
-        Glyph::Diamond => area.draw(&Polygon::new(
-            vec![
-                (x, y - r - 1),
-                (x + r + 1, y),
-                (x, y + r + 1),
-                (x - r - 1, y),
-            ],
-            stroke,
-        )),
     }
     .map_err(err)
 }
 
 /// One legend row.
 #[derive(Debug, Clone)]
-pub enum Key {
+pub(crate) enum Key {
     /// A line with a dot (a config's series).
     Series(RGBColor),
     /// A plain line.
     Line(RGBColor),
-    /// A filled box (bars, heatmap cells).
-    Swatch(RGBColor, f64),
     /// A glyph alone.
     Mark(Glyph, RGBColor),
     /// A dashed vertical/horizontal reference line.
@@ -253,7 +241,12 @@ pub enum Key {
 
 /// Draws a legend column at absolute pixel (x, y); one row per entry, 22 px apart.
 /// Returns the y below the last row.
-pub fn legend(area: &Area<'_>, x: i32, y: i32, rows: &[(Key, String)]) -> anyhow::Result<i32> {
+pub(crate) fn legend(
+    area: &Area<'_>,
+    x: i32,
+    y: i32,
+    rows: &[(Key, String)],
+) -> anyhow::Result<i32> {
     let mut yy = y;
     for (key, label) in rows {
         let cy = yy + 9;
@@ -270,18 +263,6 @@ pub fn legend(area: &Area<'_>, x: i32, y: i32, rows: &[(Key, String)]) -> anyhow
                 area.draw(&PathElement::new(
                     vec![(x, cy), (x + 26, cy)],
                     ShapeStyle::from(c).stroke_width(2),
-                ))
-                .map_err(err)?;
-            }
-            Key::Swatch(c, a) => {
-                area.draw(&Rectangle::new(
-                    [(x + 3, cy - 7), (x + 23, cy + 7)],
-                    c.mix(*a).filled(),
-                ))
-                .map_err(err)?;
-                area.draw(&Rectangle::new(
-                    [(x + 3, cy - 7), (x + 23, cy + 7)],
-                    ShapeStyle::from(c).stroke_width(1),
                 ))
                 .map_err(err)?;
             }
@@ -312,25 +293,8 @@ pub fn legend(area: &Area<'_>, x: i32, y: i32, rows: &[(Key, String)]) -> anyhow
     Ok(yy)
 }
 
-/// A note drawn in place of a panel that has no data.
-pub fn empty_panel(area: &Area<'_>, text: &str) -> anyhow::Result<()> {
-    let (w, h) = area.dim_in_pixel();
-    area.draw(&Rectangle::new(
-        [(4, 4), (w as i32 - 4, h as i32 - 4)],
-        ShapeStyle::from(&GRID_BOLD).stroke_width(1),
-    ))
-    .map_err(err)?;
-    area.draw(&Text::new(
-        text.to_owned(),
-        (w as i32 / 2, h as i32 / 2),
-        font_c(LABEL_SIZE, MUTED).pos(Pos::new(HPos::Center, VPos::Center)),
-    ))
-    .map_err(err)?;
-    Ok(())
-}
-
 /// Relative luminance (sRGB, approximate) for choosing black or white text on a fill.
-pub fn luminance(c: RGBColor) -> f64 {
+pub(crate) fn luminance(c: RGBColor) -> f64 {
     let f = |v: u8| {
         let v = v as f64 / 255.0;
         if v <= 0.04045 {
@@ -343,7 +307,7 @@ pub fn luminance(c: RGBColor) -> f64 {
 }
 
 /// A lighter tint of a colour (mix with white), as an opaque colour.
-pub fn tint(c: RGBColor, amount: f64) -> RGBColor {
+pub(crate) fn tint(c: RGBColor, amount: f64) -> RGBColor {
     let m = |v: u8| {
         (v as f64 + (255.0 - v as f64) * amount)
             .round()
@@ -353,7 +317,7 @@ pub fn tint(c: RGBColor, amount: f64) -> RGBColor {
 }
 
 /// A vertical error bar between two pixel points with caps of half-width `cap`.
-pub fn vbar(
+pub(crate) fn vbar(
     area: &Area<'_>,
     x: i32,
     y_lo: i32,
@@ -372,7 +336,7 @@ pub fn vbar(
 }
 
 /// A horizontal error bar between two pixel points with caps of half-height `cap`.
-pub fn hbar(
+pub(crate) fn hbar(
     area: &Area<'_>,
     y: i32,
     x_lo: i32,
@@ -391,7 +355,7 @@ pub fn hbar(
 }
 
 /// A dashed pixel line.
-pub fn dashed(
+pub(crate) fn dashed(
     area: &Area<'_>,
     from: (i32, i32),
     to: (i32, i32),
@@ -411,7 +375,7 @@ pub fn dashed(
 /// presets ([`TICK`], [`SMALL`], [`NOTE`], [`HEADING`]) and adjust:
 /// `style::NOTE.anchor(HPos::Left, VPos::Top).draw(root, "H1: +10%", (x, y))`.
 #[derive(Clone, Copy)]
-pub struct Label {
+pub(crate) struct Label {
     size: f64,
     color: RGBColor,
     h: HPos,
@@ -419,16 +383,16 @@ pub struct Label {
 }
 
 /// Tick-sized ink text, anchored left-centre.
-pub const TICK: Label = Label::new(TICK_SIZE);
+pub(crate) const TICK: Label = Label::new(TICK_SIZE);
 /// Small ink text.
-pub const SMALL: Label = Label::new(SMALL_SIZE);
+pub(crate) const SMALL: Label = Label::new(SMALL_SIZE);
 /// Small muted text (annotations, notes).
-pub const NOTE: Label = Label::new(SMALL_SIZE).color(MUTED);
+pub(crate) const NOTE: Label = Label::new(SMALL_SIZE).color(MUTED);
 /// Axis-label-sized text (panel headings).
-pub const HEADING: Label = Label::new(LABEL_SIZE);
+pub(crate) const HEADING: Label = Label::new(LABEL_SIZE);
 
 impl Label {
-    pub const fn new(size: f64) -> Label {
+    pub(crate) const fn new(size: f64) -> Label {
         Label {
             size,
             color: INK,
@@ -437,16 +401,16 @@ impl Label {
         }
     }
 
-    pub const fn color(self, color: RGBColor) -> Label {
+    pub(crate) const fn color(self, color: RGBColor) -> Label {
         Label { color, ..self }
     }
 
-    pub const fn anchor(self, h: HPos, v: VPos) -> Label {
+    pub(crate) const fn anchor(self, h: HPos, v: VPos) -> Label {
         Label { h, v, ..self }
     }
 
     /// Draws `text` with its anchor at pixel `p` of `area`.
-    pub fn draw(self, area: &Area<'_>, text: &str, p: (i32, i32)) -> anyhow::Result<()> {
+    pub(crate) fn draw(self, area: &Area<'_>, text: &str, p: (i32, i32)) -> anyhow::Result<()> {
         area.draw(&Text::new(
             text.to_owned(),
             p,
@@ -456,7 +420,7 @@ impl Label {
     }
 
     /// Rendered width of `text` in this style (see [`text_width`]).
-    pub fn width(self, text: &str) -> i32 {
+    pub(crate) fn width(self, text: &str) -> i32 {
         text_width(text, self.size)
     }
 }

@@ -6,7 +6,7 @@ use crate::analysis::model::AnalysisResult;
 use crate::ingest::AccountRow;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct AccountingView {
+pub(crate) struct AccountingView {
     /// Totals in one sentence.
     pub summary: String,
     /// Only the cells with a problem.
@@ -16,7 +16,7 @@ pub struct AccountingView {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct AccountingRow {
+pub(crate) struct AccountingRow {
     pub run: String,
     pub cell: String,
     pub file: String,

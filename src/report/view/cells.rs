@@ -11,7 +11,7 @@ use crate::report::fmt;
 /// The saturation criteria's thresholds as the Cells legend prints them, taken from the
 /// analysis's definitions.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SaturationRules {
+pub(crate) struct SaturationRules {
     /// Criterion 1: effective/offered below this share (`95%`).
     pub throughput: String,
     /// Criterion 2: waiting p50 above this (`1`).
@@ -31,14 +31,14 @@ impl SaturationRules {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct CellGroup {
+pub(crate) struct CellGroup {
     pub config: String,
     pub anchor: String,
     pub rows: Vec<CellRow>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct CellRow {
+pub(crate) struct CellRow {
     pub phase: String,
     pub rate: String,
     pub shape: String,

@@ -4,7 +4,7 @@
 use crate::report::figures::Figure;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct FigureView {
+pub(crate) struct FigureView {
     pub number: u8,
     pub anchor: String,
     pub title: String,

@@ -17,12 +17,12 @@ mod verdicts;
 
 use ctax_schema::Phase;
 
-pub use accounting::{AccountingRow, AccountingView};
-pub use cells::{CellGroup, CellRow, SaturationRules};
-pub use figures::FigureView;
-pub use provenance::{Group, ManifestView, Provenance};
-pub use taxes::{CalibrationView, RefTaxRow, ShapeTaxRow, TaxCell};
-pub use verdicts::{CRITERIA, HYPOTHESES, VerdictRow};
+use accounting::AccountingView;
+use cells::{CellGroup, SaturationRules};
+use figures::FigureView;
+use provenance::Provenance;
+use taxes::{CalibrationView, RefTaxRow, ShapeTaxRow};
+use verdicts::{CRITERIA, HYPOTHESES, VerdictRow};
 
 use super::figures::Figure;
 use super::prose::Texts;
@@ -30,7 +30,7 @@ use crate::analysis::model::AnalysisResult;
 use crate::verdicts::Verdicts;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReportView {
+pub(crate) struct ReportView {
     pub title: String,
     pub simulated: bool,
     /// Step-timing columns are shown only when the plugin produced data.
@@ -71,7 +71,7 @@ pub struct ReportView {
 }
 
 impl ReportView {
-    pub fn build(r: &AnalysisResult, v: &Verdicts, figures: &[Figure]) -> ReportView {
+    pub(crate) fn build(r: &AnalysisResult, v: &Verdicts, figures: &[Figure]) -> ReportView {
         let s = &r.summary;
         let simulated = s.dataset.simulated || v.simulated;
         let skipped = overview::skipped(r);

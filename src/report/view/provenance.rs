@@ -6,7 +6,7 @@ use crate::report::fmt;
 use crate::verdicts::Verdicts;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Provenance {
+pub(crate) struct Provenance {
     pub root: String,
     pub tool_version: String,
     pub schema_version: String,
@@ -71,7 +71,7 @@ fn engine_rows(d: &crate::analysis::model::DatasetInfo) -> Vec<[String; 5]> {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ManifestView {
+pub(crate) struct ManifestView {
     pub date: String,
     pub stage: String,
     pub config: String,
@@ -89,7 +89,7 @@ pub struct ManifestView {
 
 /// Runs that share identical facts, shown once.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Group {
+pub(crate) struct Group {
     pub runs: Vec<String>,
     pub facts: Vec<(String, String)>,
     /// Pretty JSON (run configs), when the facts are a document rather than key/values.

@@ -6,7 +6,7 @@ use crate::analysis::model::{AnalysisResult, Detection, TaxContext, TaxValue};
 use crate::report::fmt;
 
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct TaxCell {
+pub(crate) struct TaxCell {
     /// `+12.3% [+8.1%, +16.0%]`, or `n/a`.
     pub text: String,
     /// CSS class: `tax` (CI above 0), `faster` (below 0), `nd` (CI includes 0), or empty.
@@ -17,7 +17,7 @@ pub struct TaxCell {
 
 /// One GPU-to-GPU calibration row as displayed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CalibrationView {
+pub(crate) struct CalibrationView {
     pub rate: String,
     pub shape: String,
     pub host: String,
@@ -56,7 +56,7 @@ pub(super) fn calibration_view(c: &crate::analysis::model::CalibrationRow) -> Ca
 
 /// One A/A (noise-floor) row as displayed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AaView {
+pub(crate) struct AaView {
     pub config: String,
     pub phase: String,
     pub rate: String,
@@ -106,7 +106,7 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct RefTaxRow {
+pub(crate) struct RefTaxRow {
     pub config: String,
     /// What the config changed in the engine, from its launches' vLLM logs (distinct
     /// summaries joined), or empty without logs.
@@ -121,7 +121,7 @@ pub struct RefTaxRow {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ShapeTaxRow {
+pub(crate) struct ShapeTaxRow {
     pub config: String,
     pub phase: String,
     pub rate: String,

@@ -5,11 +5,11 @@ use crate::report::fmt;
 use crate::verdicts::{Verdict, VerdictKind};
 
 /// The anchors every report has, in order, whatever the verdict data holds.
-pub const HYPOTHESES: [&str; 6] = ["h1", "h2", "h3", "h4", "h5", "h6"];
-pub const CRITERIA: [&str; 7] = ["sc1", "sc2", "sc3", "sc4", "sc5", "sc6", "sc7"];
+pub(crate) const HYPOTHESES: [&str; 6] = ["h1", "h2", "h3", "h4", "h5", "h6"];
+pub(crate) const CRITERIA: [&str; 7] = ["sc1", "sc2", "sc3", "sc4", "sc5", "sc6", "sc7"];
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct VerdictRow {
+pub(crate) struct VerdictRow {
     /// Anchor, e.g. `h1`.
     pub anchor: String,
     /// Display id, e.g. `H1`.
