@@ -16,6 +16,7 @@
 //! | JIT compiles while serving | `Triton kernel JIT compilation during inference: <kernel>` (cold-start spikes) |
 //! | warnings | every `WARNING` line, grouped by source location, with a count |
 //! | engine died | the exception line after `EngineCore encountered a fatal error.` / `EngineCore failed to start.` (vllm/v1/engine/core.py) |
+//! | KV stored by LMCache | `Stored N out of total M tokens. size: X GB, cost Y ms, …` (LMCache 0.5.6 cache_engine.py:588): the connector moves KV to its own storage even with no consumer |
 //! | log flood | the source location that wrote the most lines (any level), when ≥ [`LOG_FLOOD_LINES`]: writing them costs the engine's own process time (LMCache 0.5.6 logs `Auto-selected backend [cuda]` ~1 M times in one launch) |
 //!
 //! The logs are read line by line (plain, or `.log.zst` as `ctax archive` leaves a large one),
@@ -31,7 +32,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// Engine facts of one launch.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EngineFacts {
     /// `HND` / `NHD` as the log states it; `None` when the log says nothing (no connector on
     /// vLLM 0.26: the attention backend's default, NHD).
@@ -55,6 +56,9 @@ pub struct EngineFacts {
     /// The exception that killed the engine (`NotImplementedError: …`), if it died.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fatal_error: Option<String>,
+    /// KV that LMCache stored (moved out of the GPU), from its per-store log lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_stores: Option<KvStores>,
     /// Lines in the two logs.
     #[serde(default)]
     pub log_lines: u64,
@@ -66,6 +70,17 @@ pub struct EngineFacts {
 /// A launch whose single source location wrote this many lines is flagged: at that volume the
 /// logging itself is work the engine does while serving.
 pub(crate) const LOG_FLOOD_LINES: u64 = 100_000;
+
+/// LMCache's stores of one launch: how many, how much, how long each took (numpy-linear
+/// percentiles of the logged `cost`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KvStores {
+    pub count: u64,
+    pub tokens: u64,
+    pub gb: f64,
+    pub cost_ms_p50: f64,
+    pub cost_ms_p90: f64,
+}
 
 /// One source location of a log and how many lines it wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +117,12 @@ impl EngineFacts {
             parts.push(format!(
                 "{} Triton JIT compiles while serving",
                 self.jit_during_inference.len()
+            ));
+        }
+        if let Some(k) = &self.kv_stores {
+            parts.push(format!(
+                "KV stored by LMCache: {} stores, {:.1} GB, {:.0} ms p50 / {:.0} ms p90 each",
+                k.count, k.gb, k.cost_ms_p50, k.cost_ms_p90
             ));
         }
         if let Some(f) = &self.log_flood {
@@ -170,6 +191,8 @@ struct Parser {
     after_fatal: bool,
     /// Lines per source location: (count, first message).
     by_source: HashMap<String, (u64, String)>,
+    /// LMCache stores: (tokens, GB, cost ms) each.
+    stores: Vec<(u64, f64, f64)>,
 }
 
 impl Parser {
@@ -238,6 +261,11 @@ impl Parser {
         } else if self.after_fatal && self.f.fatal_error.is_none() && is_exception(msg) {
             self.f.fatal_error = Some(msg.chars().take(240).collect());
         }
+        // LMCache 0.5.6 cache_engine.py:588: "[req_id=…] Stored 4096 out of total 4096 tokens.
+        // size: 0.3750 GB, cost 308.2058 ms, throughput: …"
+        if let Some(st) = store(msg) {
+            self.stores.push(st);
+        }
         if let Some(loc) = source(&line) {
             match self.by_source.get_mut(loc) {
                 Some(e) => e.0 += 1,
@@ -257,6 +285,17 @@ impl Parser {
     }
 
     fn finish(mut self) -> EngineFacts {
+        if !self.stores.is_empty() {
+            let costs: Vec<f64> = self.stores.iter().map(|s| s.2).collect();
+            let q = |p| crate::stats::quantile(&costs, p).unwrap_or(f64::NAN);
+            self.f.kv_stores = Some(KvStores {
+                count: self.stores.len() as u64,
+                tokens: self.stores.iter().map(|s| s.0).sum(),
+                gb: self.stores.iter().map(|s| s.1).sum(),
+                cost_ms_p50: q(0.5),
+                cost_ms_p90: q(0.9),
+            });
+        }
         self.f.log_flood = self
             .by_source
             .into_iter()
@@ -269,6 +308,30 @@ impl Parser {
             });
         self.f
     }
+}
+
+/// (tokens stored, GB, cost ms) of an LMCache store line.
+fn store(msg: &str) -> Option<(u64, f64, f64)> {
+    let rest = &msg[msg.find("Stored ")? + "Stored ".len()..];
+    let (tokens, rest) = rest.split_once(" out of total ")?;
+    let tokens: u64 = tokens.trim().parse().ok()?;
+    let gb = rest
+        .split_once("size: ")?
+        .1
+        .split_once(" GB")?
+        .0
+        .trim()
+        .parse()
+        .ok()?;
+    let cost = rest
+        .split_once("cost ")?
+        .1
+        .split_once(" ms")?
+        .0
+        .trim()
+        .parse()
+        .ok()?;
+    Some((tokens, gb, cost))
 }
 
 /// A Python exception line: `NotImplementedError: …`, `torch.OutOfMemoryError: …`,
@@ -522,6 +585,34 @@ mod tests {
             flood_line.repeat(10)
         ));
         assert_eq!((g.log_flood, g.fatal_error), (None, None));
+    }
+
+    /// LMCache's store lines (a real one from lmcache_only l0 on the H200, colour codes
+    /// included) give count, tokens, GB and numpy-linear cost percentiles.
+    #[test]
+    fn lmcache_stores() {
+        let line = |cost: &str| {
+            format!(
+                "(EngineCore pid=3473) \u{1b}[32;20m[2026-12-01 00:28:02,750] LMCache INFO:\u{1b}[0m [req_id=cmpl-8e6c85b0f1b7c420-0-a89b8dba] Stored 4096 out of total 4096 tokens. size: 0.3750 GB, cost {cost} ms, throughput: 1.2167 GB/s; offload_time: 307.9792 ms, put_time: 0.1576 ms \u{1b}[3m(cache_engine.py:588:lmcache.v1.cache_engine)\u{1b}[0m\n"
+            )
+        };
+        let text: String = ["100.0", "308.2058", "200.0", "150.0"]
+            .iter()
+            .map(|c| line(c))
+            .collect();
+        let k = parse(&text).kv_stores.unwrap();
+        assert_eq!((k.count, k.tokens), (4, 4 * 4096));
+        assert!((k.gb - 1.5).abs() < 1e-12);
+        // numpy.percentile([100, 150, 200, 308.2058], [50, 90], method="linear")
+        // = 175.0 and 200 + 0.7 * 108.2058 = 275.74406
+        assert!((k.cost_ms_p50 - 175.0).abs() < 1e-9, "{k:?}");
+        assert!((k.cost_ms_p90 - 275.744_06).abs() < 1e-6, "{k:?}");
+        assert!(
+            parse(&text)
+                .summary()
+                .contains("KV stored by LMCache: 4 stores, 1.5 GB")
+        );
+        assert_eq!(parse("Stored nothing here\n").kv_stores, None);
     }
 
     /// A plain launch logs no layout and no connector; colour codes and control characters in
