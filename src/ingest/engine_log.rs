@@ -147,17 +147,18 @@ pub(crate) fn read_run(dir: &Path) -> Option<EngineFacts> {
     let mut p = Parser::default();
     let mut any = false;
     for name in ["vllm_stdout.log", "vllm_stderr.log"] {
-        let plain = dir.join(name);
-        let reader: Box<dyn std::io::Read> = if let Ok(f) = std::fs::File::open(&plain) {
-            Box::new(f)
-        } else if let Ok(f) = std::fs::File::open(dir.join(format!("{name}.zst"))) {
-            match zstd::stream::read::Decoder::new(f) {
-                Ok(d) => Box::new(d),
-                Err(_) => continue,
-            }
-        } else {
-            continue;
-        };
+        // `open_regular`, as for raw data: a FIFO or device named like a log never blocks.
+        let reader: Box<dyn std::io::Read> =
+            if let Ok(f) = super::jsonl::open_regular(&dir.join(name)) {
+                Box::new(f)
+            } else if let Ok(f) = super::jsonl::open_regular(&dir.join(format!("{name}.zst"))) {
+                match zstd::stream::read::Decoder::new(f) {
+                    Ok(d) => Box::new(d),
+                    Err(_) => continue,
+                }
+            } else {
+                continue;
+            };
         any = true;
         let mut r = std::io::BufReader::with_capacity(1 << 16, reader);
         let mut buf = Vec::new();
@@ -202,7 +203,10 @@ impl Parser {
             return;
         }
         self.f.log_lines += 1;
-        let msg = message(&line);
+        // The line's prefix is parsed once: message, source location and warning all read it.
+        let vllm = vllm_prefix(&line);
+        let prefix = vllm.or_else(|| lmcache_prefix(&line));
+        let msg = prefix.map_or(line.trim(), |(_, _, m)| m);
         // vllm/distributed/kv_transfer/kv_connector/v1/{mooncake,nixl}: "<X>Connector setting KV
         // cache layout to HND for better xfer performance." (0.26).
         if let Some(i) = msg.find(" setting KV cache layout to ") {
@@ -266,7 +270,8 @@ impl Parser {
         if let Some(st) = store(msg) {
             self.stores.push(st);
         }
-        if let Some(loc) = source(&line) {
+        // The source location: vLLM's `[file.py:N]`, or LMCache's trailing `(file.py:N:module)`.
+        if let Some(loc) = prefix.map(|(_, l, _)| l).filter(|l| !l.is_empty()) {
             match self.by_source.get_mut(loc) {
                 Some(e) => e.0 += 1,
                 None => {
@@ -275,7 +280,7 @@ impl Parser {
                 }
             }
         }
-        if let Some((loc, text)) = warning(&line) {
+        if let Some((loc, text)) = warning(&line, vllm) {
             let g = self.f.warnings.entry(loc).or_default();
             g.count += 1;
             if g.first.is_empty() {
@@ -348,15 +353,6 @@ fn is_exception(msg: &str) -> bool {
             .any(|s| name.ends_with(s))
 }
 
-/// The source location of a line: vLLM's `[file.py:N]`, or LMCache's trailing
-/// `(file.py:N:module)`.
-fn source(line: &str) -> Option<&str> {
-    vllm_prefix(line)
-        .or_else(|| lmcache_prefix(line))
-        .map(|(_, loc, _)| loc)
-        .filter(|loc| !loc.is_empty())
-}
-
 /// Control characters (ANSI colour codes included) removed; a log is evidence, not markup.
 fn clean(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
@@ -379,15 +375,6 @@ fn clean(raw: &str) -> String {
     out
 }
 
-/// The message part of a vLLM log line (`(Proc pid=N) LEVEL MM-DD HH:MM:SS [file.py:N] msg`),
-/// or the whole line when it has no such prefix.
-fn message(line: &str) -> &str {
-    match vllm_prefix(line).or_else(|| lmcache_prefix(line)) {
-        Some((_, _, msg)) => msg,
-        None => line.trim(),
-    }
-}
-
 /// (level, `file.py:N:module`, message) of an LMCache-format line
 /// (`[time] LMCache LEVEL: msg (file.py:N:module)`, after colour codes are removed).
 fn lmcache_prefix(line: &str) -> Option<(&str, &str, &str)> {
@@ -405,7 +392,8 @@ fn lmcache_prefix(line: &str) -> Option<(&str, &str, &str)> {
     }
 }
 
-/// (level, `file.py:N`, message) of a vLLM-format line.
+/// (level, `file.py:N`, message) of a vLLM-format line
+/// (`(Proc pid=N) LEVEL MM-DD HH:MM:SS [file.py:N] msg`).
 fn vllm_prefix(line: &str) -> Option<(&str, &str, &str)> {
     let mut s = line.trim_start();
     if s.starts_with('(') {
@@ -421,9 +409,13 @@ fn vllm_prefix(line: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// A warning line: vLLM's format, Python's `warnings` (`file.py:N: XWarning: msg`), or LMCache's
-/// (`[time] LMCache WARNING: msg (file.py:N:func)`). Returns (location, message).
-fn warning(line: &str) -> Option<(String, String)> {
-    if let Some((level, loc, msg)) = vllm_prefix(line) {
+/// (`[time] LMCache WARNING: msg (file.py:N:func)`). `vllm` is the line's [`vllm_prefix`].
+/// Returns (location, message).
+fn warning<'a>(
+    line: &'a str,
+    vllm: Option<(&'a str, &'a str, &'a str)>,
+) -> Option<(String, String)> {
+    if let Some((level, loc, msg)) = vllm {
         return (level == "WARNING").then(|| (loc.to_owned(), msg.to_owned()));
     }
     if let Some(i) = line.find(" WARNING: ") {
@@ -613,6 +605,33 @@ mod tests {
                 .contains("KV stored by LMCache: 4 stores, 1.5 GB")
         );
         assert_eq!(parse("Stored nothing here\n").kv_stores, None);
+    }
+
+    /// A FIFO named like a log is skipped, never waited on (the project's `open_regular`);
+    /// the other log is still read.
+    #[test]
+    fn a_fifo_named_like_a_log_does_not_block() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("vllm_stdout.log");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::fs::write(
+            d.path().join("vllm_stderr.log"),
+            "(EngineCore pid=1) INFO 12-01 00:28:08 [utils.py:49] Connectors do not specify a kv cache layout, defaulting to NHD.\n",
+        )
+        .unwrap();
+        let dir = d.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_run(&dir));
+        });
+        let f = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("read_run blocked on a FIFO for 10 s")
+            .unwrap();
+        assert_eq!(f.kv_cache_layout.as_deref(), Some("NHD"));
+        assert_eq!(f.log_lines, 1);
     }
 
     /// A plain launch logs no layout and no connector; colour codes and control characters in
