@@ -96,7 +96,7 @@ impl NoiseModel {
             .iter()
             .filter(kept)
             .filter(|c| c.launch.is_none())
-            .filter(|c| !c.saturation.as_ref().is_some_and(|s| s.saturated))
+            .filter(|c| !c.saturated())
             .map(|c| &c.key)
             .collect();
         let mut model = NoiseModel {

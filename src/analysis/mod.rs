@@ -153,11 +153,9 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     let dataset = dataset_info(ds, &cells);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs, |cs| {
-        cells.iter().any(|c| {
-            c.launch.is_none()
-                && c.key == cs.key
-                && c.saturation.as_ref().is_some_and(|s| s.saturated)
-        })
+        cells
+            .iter()
+            .any(|c| c.launch.is_none() && c.key == cs.key && c.saturated())
     });
     warnings.extend(cal_warnings);
     let summary = AnalysisSummary {

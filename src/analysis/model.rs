@@ -185,6 +185,13 @@ pub struct CellStats {
     pub gpus: Vec<LaunchGpu>,
 }
 
+impl CellStats {
+    /// At or above its config's saturation rate (false while not yet evaluated).
+    pub(crate) fn saturated(&self) -> bool {
+        self.saturation.as_ref().is_some_and(|s| s.saturated)
+    }
+}
+
 /// The GPU slot one launch of a cell ran on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchGpu {

@@ -60,6 +60,7 @@ impl Metric {
 }
 
 /// Everything needed to compute taxes and their replicates.
+#[derive(Clone)]
 pub(crate) struct TaxEngine<'a> {
     pub rep: &'a Replicator,
     pub samples: &'a BTreeMap<CellKey, CellSamples>,
@@ -274,27 +275,7 @@ impl TaxEngine<'_> {
     /// The A/A tax of `config` in one cell: its launches at even positions (A) against those at
     /// odd positions (B), `p90(A)/p90(B) − 1`, with the replicates a tax gets. `None` with fewer
     /// than two launches.
-    ///
-    /// The launch noise is the one estimated without `config`'s own cells when the other
-    /// configs give one (`leave_out`): a config whose launches disagree would otherwise inflate
-    /// the very noise its A/A is judged against.
-    fn aa(
-        &self,
-        config: &str,
-        context: TaxContext,
-        phase: Phase,
-        cell: &str,
-        leave_out: Option<&NoiseModel>,
-    ) -> Option<AaTax> {
-        if let Some(noise) = leave_out {
-            let engine = TaxEngine {
-                rep: self.rep,
-                samples: self.samples,
-                stats: self.stats.clone(),
-                noise,
-            };
-            return engine.aa(config, context, phase, cell, None);
-        }
+    fn aa(&self, config: &str, context: TaxContext, phase: Phase, cell: &str) -> Option<AaTax> {
         let key = CellKey {
             config: config.to_owned(),
             phase,
@@ -358,6 +339,10 @@ impl TaxEngine<'_> {
 
     /// A/A taxes of every config with ≥ 2 launches, in the cells taxes are reported at (Phase A
     /// at ref_safe and ref_load, every Phase B / B' shape).
+    ///
+    /// The launch noise is the one estimated without `config`'s own cells when the other
+    /// configs give one (`leave_out`): a config whose launches disagree would otherwise inflate
+    /// the very noise its A/A is judged against.
     pub(crate) fn aa_all(
         &self,
         refs: &ReferenceRates,
@@ -365,11 +350,22 @@ impl TaxEngine<'_> {
     ) -> Vec<AaTax> {
         let mut out = Vec::new();
         for config in self.configs(true) {
+            let own;
+            let engine = match leave_out.get(config) {
+                Some(noise) => {
+                    own = TaxEngine {
+                        noise,
+                        ..self.clone()
+                    };
+                    &own
+                }
+                None => self,
+            };
             let mut seen = std::collections::BTreeSet::new();
             for (ctx, phase, cell) in self.tax_cells(config, refs) {
                 // ref_safe = ref_load gives the same Phase A cell twice: one A/A is enough.
                 if seen.insert((phase, cell.clone())) {
-                    out.extend(self.aa(config, ctx, phase, &cell, leave_out.get(config)));
+                    out.extend(engine.aa(config, ctx, phase, &cell));
                 }
             }
         }

@@ -198,7 +198,7 @@ pub(super) fn draw(ctx: &Ctx<'_>, spec: &Curve) -> anyhow::Result<Option<String>
                     let (_, yhi) = px(*xv, y.fwd(hi.min(y.inv(y.hi))));
                     style::vbar(root, xp, ylo, yhi, s.color, 3)?;
                 }
-                let saturated = c.saturation.as_ref().is_some_and(|s| s.saturated);
+                let saturated = c.saturated();
                 let g = if saturated { Glyph::Ring } else { Glyph::Dot };
                 style::glyph(root, px(*xv, y.fwd(e.est)), g, s.color, 4)?;
             }
