@@ -383,17 +383,23 @@ pub fn has_complete_phase_a(cells: &[CellStats], config: &str) -> bool {
 }
 
 impl DatasetInfo {
+    /// (run dir, engine facts) of each launch of `config` that has a server log.
+    pub(crate) fn engine_of<'a>(
+        &'a self,
+        config: &'a str,
+    ) -> impl Iterator<Item = (&'a String, &'a crate::ingest::engine_log::EngineFacts)> {
+        self.engine.iter().filter(move |(dir, _)| {
+            self.run_configs
+                .get(*dir)
+                .and_then(|v| v.get("config"))
+                .and_then(|c| c.as_str())
+                == Some(config)
+        })
+    }
+
     /// `run dir: exception` for each launch of `config` whose engine died (from its log).
     pub fn engine_deaths(&self, config: &str) -> Vec<String> {
-        self.engine
-            .iter()
-            .filter(|(dir, _)| {
-                self.run_configs
-                    .get(*dir)
-                    .and_then(|v| v.get("config"))
-                    .and_then(|c| c.as_str())
-                    == Some(config)
-            })
+        self.engine_of(config)
             .filter_map(|(dir, f)| f.fatal_error.as_ref().map(|e| format!("{dir}: {e}")))
             .collect()
     }

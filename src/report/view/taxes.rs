@@ -248,17 +248,10 @@ pub(super) fn ref_shape_text(r: &AnalysisResult) -> String {
 
 /// Distinct engine-change summaries of `config`'s launches (from their vLLM logs).
 pub(super) fn engine_of(r: &AnalysisResult, config: &str) -> String {
-    let d = &r.summary.dataset;
-    let mut v: Vec<String> = d
-        .engine
-        .iter()
-        .filter(|(dir, _)| {
-            d.run_configs
-                .get(*dir)
-                .and_then(|c| c.get("config"))
-                .and_then(|c| c.as_str())
-                == Some(config)
-        })
+    let mut v: Vec<String> = r
+        .summary
+        .dataset
+        .engine_of(config)
         .map(|(_, f)| f.summary())
         .collect();
     v.sort();
