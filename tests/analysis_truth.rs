@@ -397,6 +397,65 @@ fn launch_noise_is_estimated_and_widens_the_tax_ci() {
     assert!(t.value.lo.unwrap() <= 0.20 && 0.20 <= t.value.hi.unwrap());
 }
 
+/// Truth: plain, mooncake_both and nixl_both ran two launches each, then nixl_both's second
+/// launch is removed. Its taxes still get CIs (the launch noise pooled from plain and
+/// mooncake_both), and every verdict resting on it says it rests on a single launch of
+/// nixl_both (H2, SC2); those on plain and mooncake_both alone (H1, SC1) do not.
+#[test]
+fn verdicts_resting_on_a_single_launch_say_so() {
+    let s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.20, 1.0),
+        SynthConfig::new("nixl_both", 1.10, 1.0),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    generate(&s, dir.path()).unwrap();
+    let l1: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .ends_with("_nixl_both_l1")
+        })
+        .collect();
+    assert_eq!(l1.len(), 1, "{l1:?}");
+    std::fs::remove_dir_all(&l1[0]).unwrap();
+    let ds = connector_tax::ingest::load(dir.path()).unwrap();
+    let (a, v) = evaluate(
+        &ds,
+        &AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(a.summary.launch_noise.launches_per_config["nixl_both"], 1);
+    let note = "rests on a single launch of nixl_both";
+    let reason = |id: &str| {
+        v.hypotheses
+            .iter()
+            .chain(&v.success_criteria)
+            .find(|x| x.id == id)
+            .unwrap()
+            .reason
+            .clone()
+    };
+    for id in ["h2", "sc2"] {
+        assert!(reason(id).contains(note), "{id}: {}", reason(id));
+    }
+    for id in ["h1", "sc1", "sc6", "sc7"] {
+        assert!(
+            !reason(id).contains("single launch"),
+            "{id}: {}",
+            reason(id)
+        );
+    }
+}
+
 /// Truth: plain and noop are identical except that noop's launch 1 ran 60% slower (a degraded
 /// server). The A/A tax of noop (launch 0 vs 1) excludes 0: the dataset is marked unstable, a
 /// loud warning names it, and every tax verdict says so; plain's A/A straddles 0.

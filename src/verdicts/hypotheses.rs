@@ -16,6 +16,36 @@ pub(crate) const H3_MAX_RATIO: f64 = 0.5;
 pub(crate) const H3_IMPLEMENTATION_RATIO: f64 = 0.3;
 pub(crate) const H4_MAX_DEVIATION: f64 = 0.30;
 
+/// The configs each hypothesis compares with plain (its success criterion compares the same):
+/// the one list its own ref_safe lookup uses and the report's single-launch note reads.
+const CONFIGS: [(&str, &[&str]); 6] = [
+    ("h1", &["mooncake_both"]),
+    ("h2", &["mooncake_both", "nixl_both"]),
+    ("h3", &["noop_connector", "mooncake_both"]),
+    (
+        "h4",
+        &["mooncake_both", "lmcache_only", "multi_mooncake_lmcache"],
+    ),
+    ("h5", &["mooncake_both"]),
+    ("h6", &["mooncake_both"]),
+];
+
+/// The configs verdict `id` (`h1`…`h6`, `sc1`…`sc5`) compares with plain; empty for the others.
+pub(crate) fn configs_of(id: &str) -> &'static [&'static str] {
+    let h = match id {
+        "sc1" => "h1",
+        "sc2" => "h2",
+        "sc3" => "h3",
+        "sc4" => "h4",
+        "sc5" => "h5",
+        other => other,
+    };
+    CONFIGS
+        .iter()
+        .find(|(x, _)| *x == h)
+        .map_or(&[], |(_, c)| *c)
+}
+
 pub(crate) fn all(ctx: &Ctx) -> Vec<Verdict> {
     vec![h1(ctx), h2(ctx), h3(ctx), h4(ctx), h5(ctx), h6(ctx)]
 }
@@ -51,7 +81,7 @@ fn h1(ctx: &Ctx) -> Verdict {
         unit: "fraction",
         threshold: format!("tax_TTFT_p90(mooncake_both) >= {H1_MIN_TAX:.2}"),
     };
-    let cell = match ctx.ref_safe_cell(&["mooncake_both"]) {
+    let cell = match ctx.ref_safe_cell(configs_of("h1")) {
         Ok(c) => c,
         Err(r) => return d.not_testable(r),
     };
@@ -81,7 +111,7 @@ fn h2(ctx: &Ctx) -> Verdict {
         unit: "pp",
         threshold: format!("tax(mooncake_both) - tax(nixl_both) >= {H2_MIN_GAP:.2}"),
     };
-    let cell = match ctx.ref_safe_cell(&["mooncake_both", "nixl_both"]) {
+    let cell = match ctx.ref_safe_cell(configs_of("h2")) {
         Ok(c) => c,
         Err(r) => return d.not_testable(r),
     };
@@ -119,7 +149,7 @@ fn h2(ctx: &Ctx) -> Verdict {
 /// H3's ratio tax(noop)/tax(mooncake_both) with its estimate, or why it is not testable.
 pub(crate) fn h3_ratio(ctx: &Ctx) -> Result<(Estimate, String), (VerdictKind, String)> {
     let cell = ctx
-        .ref_safe_cell(&["noop_connector", "mooncake_both"])
+        .ref_safe_cell(configs_of("h3"))
         .map_err(|r| (VerdictKind::NotTestable, r))?;
     let noop = ttft_tax(ctx, "noop_connector", &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
     let moon = ttft_tax(ctx, "mooncake_both", &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
@@ -184,9 +214,9 @@ fn h3(ctx: &Ctx) -> Verdict {
 pub(crate) fn h4_deviation(
     ctx: &Ctx,
 ) -> Result<(Estimate, Estimate, String), (VerdictKind, String)> {
-    let cfgs = ["mooncake_both", "lmcache_only", "multi_mooncake_lmcache"];
+    let cfgs = configs_of("h4");
     let cell = ctx
-        .ref_safe_cell(&cfgs)
+        .ref_safe_cell(cfgs)
         .map_err(|r| (VerdictKind::NotTestable, r))?;
     let m = ttft_tax(ctx, cfgs[0], &cell).map_err(|r| (VerdictKind::NotTestable, r))?;
     let l = ttft_tax(ctx, cfgs[1], &cell).map_err(|r| (VerdictKind::NotTestable, r))?;

@@ -46,7 +46,32 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
         unstable: s.aa_taxes.iter().any(|a| a.unstable),
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
+    note_single_launches(&mut v, &s.launch_noise.launches_per_config);
     v
+}
+
+/// A tax verdict that rests on a config measured in one launch says so: that config's CI
+/// carries the launch noise pooled from the configs with ≥ 2 launches, not its own.
+fn note_single_launches(v: &mut Verdicts, launches: &std::collections::BTreeMap<String, u32>) {
+    for x in v
+        .hypotheses
+        .iter_mut()
+        .chain(v.success_criteria.iter_mut())
+        .filter(|x| x.verdict != VerdictKind::NotTestable)
+    {
+        let once: Vec<&str> = std::iter::once("plain")
+            .chain(hypotheses::configs_of(&x.id).iter().copied())
+            .filter(|c| launches.get(*c) == Some(&1))
+            .collect();
+        if !once.is_empty() {
+            x.reason = format!(
+                "{}; rests on a single launch of {} (its CI carries the launch noise pooled over \
+                 the configs with >= 2 launches, not its own)",
+                x.reason,
+                once.join(", ")
+            );
+        }
+    }
 }
 
 /// Verdicts about taxes (H1–H6, SC1–SC5; SC6/SC7 are about artifacts and time) cannot be

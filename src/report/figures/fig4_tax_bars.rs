@@ -73,8 +73,27 @@ fn contexts(ctx: &Ctx<'_>) -> Vec<Context> {
 pub(super) fn caption(ctx: &Ctx<'_>) -> String {
     let rs = ctx.ref_safe().map_or_else(|| "n/a".to_owned(), fmt::rate);
     let rl = ctx.ref_load().map_or_else(|| "n/a".to_owned(), fmt::rate);
+    let mut once: Vec<&str> = ctx
+        .r
+        .summary
+        .launch_noise
+        .launches_per_config
+        .iter()
+        .filter(|(_, k)| **k == 1)
+        .map(|(c, _)| c.as_str())
+        .collect();
+    once.sort_by_key(|c| crate::report::config_rank(c));
+    let once = if once.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " Measured in one launch (whiskers carry the launch noise pooled over the configs with \
+             >= 2 launches): {}.",
+            once.join(", ")
+        )
+    };
     let h1 = format!(
-        "Dashed line: H1's +{} threshold.",
+        "Dashed line: H1's +{} threshold.{once}",
         fmt::whole_pct(H1_MIN_TAX)
     );
     if contexts(ctx).len() == 1 && ctx.ref_safe().is_some() && ctx.ref_load().is_some() {

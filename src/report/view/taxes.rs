@@ -108,6 +108,9 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RefTaxRow {
     pub config: String,
+    /// Launches of the config, `1 (pooled noise)` when its CIs carry the launch noise of the
+    /// configs with ≥ 2 launches rather than its own.
+    pub launches: String,
     /// What the config changed in the engine, from its launches' vLLM logs (distinct
     /// summaries joined), or empty without logs.
     pub engine: String,
@@ -183,6 +186,11 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
                 callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
                 unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
                 engine: engine_of(r, &c),
+                launches: match r.summary.launch_noise.launches_per_config.get(&c) {
+                    Some(1) => "1 (pooled noise)".to_owned(),
+                    Some(k) => k.to_string(),
+                    None => "n/a".to_owned(),
+                },
                 config: c,
             }
         })
