@@ -433,7 +433,12 @@ fn verdicts_resting_on_a_single_launch_say_so() {
         },
     )
     .unwrap();
-    assert_eq!(a.summary.launch_noise.launches_per_config["nixl_both"], 1);
+    assert_eq!(
+        a.summary
+            .launch_noise
+            .launches_of(ctax_schema::Phase::A, "nixl_both"),
+        Some(1)
+    );
     let note = "rests on a single launch of nixl_both";
     let reason = |id: &str| {
         v.hypotheses
@@ -448,6 +453,89 @@ fn verdicts_resting_on_a_single_launch_say_so() {
         assert!(reason(id).contains(note), "{id}: {}", reason(id));
     }
     for id in ["h1", "sc1", "sc6", "sc7"] {
+        assert!(
+            !reason(id).contains("single launch"),
+            "{id}: {}",
+            reason(id)
+        );
+    }
+}
+
+/// Truth: plain and mooncake_both ran Phase A in two launches each and Phase B (a 2×2 shape
+/// grid) in ONE launch each, both with launch index 0 (Phase B launches its own servers: its
+/// `l0` is not Phase A's `l0`). Launches are counted per phase (A: 2, B: 1), so H5, H6 and SC5,
+/// which read the Phase B grid, say they rest on a single Phase B launch of plain and
+/// mooncake_both, while H1 and SC1 (Phase A cells) do not.
+#[test]
+fn launches_are_counted_per_phase() {
+    let both = || {
+        vec![
+            SynthConfig::new("plain", 1.0, 1.0),
+            SynthConfig::new("mooncake_both", 1.20, 1.0),
+        ]
+    };
+    let dir = tempfile::tempdir().unwrap();
+    generate(&spec(both()), dir.path()).unwrap();
+    let b_root = tempfile::tempdir().unwrap();
+    let b_spec = SynthSpec {
+        configs: both(),
+        launches: 1,
+        phase_a_rates: vec![],
+        phase_b_shapes: vec![(512, 64), (512, 256), (4096, 64), (4096, 256)],
+        phase_b_rate: 2.0,
+        requests_per_cell: 400,
+        seed: 99,
+        ..Default::default()
+    };
+    generate(&b_spec, b_root.path()).unwrap();
+    let mut moved = 0;
+    for e in std::fs::read_dir(b_root.path()).unwrap().flatten() {
+        let name = e.file_name().into_string().unwrap();
+        if name.starts_with("20260101-") {
+            // A later stamp: the Phase B launches ran after Phase A, as `ctax run` does.
+            let new = name.replacen("20260101-", "20260102-", 1);
+            let to = dir.path().join(&new);
+            std::fs::rename(e.path(), &to).unwrap();
+            // config.json names its run directory (ingest refuses a renamed run) ...
+            let cfg = to.join("config.json");
+            let mut j: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
+            j["run_dir"] = serde_json::Value::String(new);
+            // ... and the stage it was launched for, as `ctax run` writes it.
+            j["extra"]["stage"] = serde_json::Value::String("B".into());
+            std::fs::write(&cfg, serde_json::to_vec(&j).unwrap()).unwrap();
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, 2);
+    let ds = connector_tax::ingest::load(dir.path()).unwrap();
+    let (a, v) = evaluate(
+        &ds,
+        &AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let n = &a.summary.launch_noise;
+    for c in ["plain", "mooncake_both"] {
+        assert_eq!(n.launches_of(ctax_schema::Phase::A, c), Some(2), "{c}");
+        assert_eq!(n.launches_of(ctax_schema::Phase::B, c), Some(1), "{c}");
+    }
+    let reason = |id: &str| {
+        v.hypotheses
+            .iter()
+            .chain(&v.success_criteria)
+            .find(|x| x.id == id)
+            .unwrap()
+            .reason
+            .clone()
+    };
+    let note = "rests on a single launch in Phase B of plain and mooncake_both";
+    for id in ["h5", "h6", "sc5"] {
+        assert!(reason(id).contains(note), "{id}: {}", reason(id));
+    }
+    for id in ["h1", "sc1"] {
         assert!(
             !reason(id).contains("single launch"),
             "{id}: {}",

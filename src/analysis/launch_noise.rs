@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::model::{CellKey, CellStats, Detection};
 use super::taxes::Metric;
 use crate::stats::launch_noise::{PooledVariance, pooled_variance, replicates, variance_draws};
+use ctax_schema::Phase;
 
 /// The metrics a tax is computed on, with the name the summary uses.
 const METRICS: [(Metric, &str); 4] = [
@@ -41,8 +42,10 @@ pub(crate) const UNKNOWN_REASON: &str = "launch-to-launch variance unknown (one 
 /// What the summary reports about launch noise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct LaunchNoiseSummary {
-    /// Launches per config (distinct launch indices with data).
-    pub launches_per_config: BTreeMap<String, u32>,
+    /// Launches per phase tag (`A`, `B`, `Bp`) and config: the distinct launch indices with
+    /// data in that phase. A launch index names one server launch within one phase (Phase A's
+    /// `l0` and Phase B's `l0` are two launches), so launches are counted per phase.
+    pub launches: BTreeMap<String, BTreeMap<String, u32>>,
     /// Per metric (`ttft_p90`, `tpot_p90`, `step_p50`, `callback_p50`): the pooled per-launch
     /// variance on the log scale with its degrees of freedom; absent = unknown.
     pub metrics: BTreeMap<String, PooledVariance>,
@@ -54,6 +57,11 @@ impl LaunchNoiseSummary {
     /// TTFT p90's launch noise is what every hypothesis needs.
     pub fn ttft_known(&self) -> bool {
         self.metrics.contains_key("ttft_p90")
+    }
+
+    /// How many launches measured `config` in `phase` (`None`: none).
+    pub fn launches_of(&self, phase: Phase, config: &str) -> Option<u32> {
+        self.launches.get(phase.tag())?.get(config).copied()
     }
 }
 
@@ -86,10 +94,16 @@ impl NoiseModel {
     ) -> (NoiseModel, LaunchNoiseSummary) {
         let kept = |c: &&CellStats| exclude != Some(c.key.config.as_str());
         let per_launch: Vec<&CellStats> = per_launch.iter().filter(kept).collect();
-        let mut launches: BTreeMap<String, std::collections::BTreeSet<u32>> = BTreeMap::new();
+        let mut launches: BTreeMap<String, BTreeMap<String, std::collections::BTreeSet<u32>>> =
+            BTreeMap::new();
         for c in &per_launch {
             if let Some(l) = c.launch {
-                launches.entry(c.key.config.clone()).or_default().insert(l);
+                launches
+                    .entry(c.key.phase.tag().to_owned())
+                    .or_default()
+                    .entry(c.key.config.clone())
+                    .or_default()
+                    .insert(l);
             }
         }
         let unsaturated: Vec<&CellKey> = pooled
@@ -104,19 +118,22 @@ impl NoiseModel {
             seed,
         };
         let mut summary = LaunchNoiseSummary {
-            launches_per_config: launches
-                .iter()
-                .map(|(c, s)| (c.clone(), s.len() as u32))
+            launches: launches
+                .into_iter()
+                .map(|(p, by)| {
+                    let counts = by.into_iter().map(|(c, s)| (c, s.len() as u32)).collect();
+                    (p, counts)
+                })
                 .collect(),
             metrics: BTreeMap::new(),
             method: METHOD.into(),
         };
         for (m, name) in METRICS {
-            let groups: Vec<(&str, Vec<f64>)> = unsaturated
+            let groups: Vec<((&str, Phase), Vec<f64>)> = unsaturated
                 .iter()
                 .map(|key| {
                     (
-                        key.config.as_str(),
+                        (key.config.as_str(), key.phase),
                         per_launch
                             .iter()
                             .filter(|c| c.launch.is_some() && &c.key == *key)
@@ -129,11 +146,12 @@ impl NoiseModel {
             if let Some(mut pv) = pooled_variance(&values) {
                 // A launch's level is shared by all its cells, so the cells of one config are not
                 // independent evidence about it: the degrees of freedom are the independent
-                // launch contrasts, Σ over configs of (launches − 1), when that is fewer.
-                let mut per_config: BTreeMap<&str, u32> = BTreeMap::new();
+                // launch contrasts, Σ over (config, phase) of (launches − 1), when that is fewer
+                // (each phase launches its own servers).
+                let mut per_config: BTreeMap<(&str, Phase), u32> = BTreeMap::new();
                 for (c, v) in &groups {
                     let k = v.len() as u32;
-                    let e = per_config.entry(c).or_default();
+                    let e = per_config.entry(*c).or_default();
                     *e = (*e).max(k.saturating_sub(1));
                 }
                 let contrasts: u32 = per_config.values().sum();

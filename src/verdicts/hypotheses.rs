@@ -30,20 +30,34 @@ const CONFIGS: [(&str, &[&str]); 6] = [
     ("h6", &["mooncake_both"]),
 ];
 
-/// The configs verdict `id` (`h1`…`h6`, `sc1`…`sc5`) compares with plain; empty for the others.
-pub(crate) fn configs_of(id: &str) -> &'static [&'static str] {
-    let h = match id {
+/// The hypothesis a success criterion reports on (`sc1`…`sc5` → `h1`…`h5`); `id` otherwise.
+fn hypothesis_of(id: &str) -> &str {
+    match id {
         "sc1" => "h1",
         "sc2" => "h2",
         "sc3" => "h3",
         "sc4" => "h4",
         "sc5" => "h5",
         other => other,
-    };
+    }
+}
+
+/// The configs verdict `id` (`h1`…`h6`, `sc1`…`sc5`) compares with plain; empty for the others.
+pub(crate) fn configs_of(id: &str) -> &'static [&'static str] {
+    let h = hypothesis_of(id);
     CONFIGS
         .iter()
         .find(|(x, _)| *x == h)
         .map_or(&[], |(_, c)| *c)
+}
+
+/// The phase whose cells verdict `id` reads: Phase B's shape grid for H5/H6 (and SC5), Phase A
+/// (the reference-rate cells) for the others.
+pub(crate) fn phase_of(id: &str) -> Phase {
+    match hypothesis_of(id) {
+        "h5" | "h6" => Phase::B,
+        _ => Phase::A,
+    }
 }
 
 pub(crate) fn all(ctx: &Ctx) -> Vec<Verdict> {
@@ -350,8 +364,13 @@ fn directional(ctx: &Ctx, d: Draft, metric: Metric, vary_input: bool, what: &str
         (Some(_), Some(_)) => VerdictKind::Inconclusive,
         _ => VerdictKind::NotTestable,
     };
+    let lengths: std::collections::BTreeSet<u32> =
+        g.values().flat_map(|row| row.keys().copied()).collect();
+    let lengths: Vec<String> = lengths.iter().map(u32::to_string).collect();
     let mut reason = format!(
-        "mean change of the tax from the shortest to the longest {what}: {} (over {} {fixed_name} lengths)",
+        "mean change of the tax from the shortest to the longest {what} ({what} lengths {}): {} \
+         (over {} {fixed_name} lengths)",
+        lengths.join(", "),
         pct(&e),
         g.len()
     );

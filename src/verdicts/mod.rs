@@ -46,29 +46,38 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
         unstable: s.aa_taxes.iter().any(|a| a.unstable),
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
-    note_single_launches(&mut v, &s.launch_noise.launches_per_config);
+    note_single_launches(&mut v, &s.launch_noise);
     v
 }
 
 /// A tax verdict that rests on a config measured in one launch says so: that config's CI
 /// carries the launch noise pooled from the configs with ≥ 2 launches, not its own.
-fn note_single_launches(v: &mut Verdicts, launches: &std::collections::BTreeMap<String, u32>) {
+fn note_single_launches(
+    v: &mut Verdicts,
+    noise: &crate::analysis::launch_noise::LaunchNoiseSummary,
+) {
     for x in v
         .hypotheses
         .iter_mut()
         .chain(v.success_criteria.iter_mut())
         .filter(|x| x.verdict != VerdictKind::NotTestable)
     {
+        let phase = hypotheses::phase_of(&x.id);
         let once: Vec<&str> = std::iter::once("plain")
             .chain(hypotheses::configs_of(&x.id).iter().copied())
-            .filter(|c| launches.get(*c) == Some(&1))
+            .filter(|c| noise.launches_of(phase, c) == Some(1))
             .collect();
         if !once.is_empty() {
+            let phase = if phase == Phase::A {
+                String::new()
+            } else {
+                format!(" in Phase {}", phase.tag())
+            };
             x.reason = format!(
-                "{}; rests on a single launch of {} (its CI carries the launch noise pooled over \
-                 the configs with >= 2 launches, not its own)",
+                "{}; rests on a single launch{phase} of {} (its CI carries the launch noise pooled \
+                 over the configs with >= 2 launches, not its own)",
                 x.reason,
-                once.join(", ")
+                once.join(" and ")
             );
         }
     }

@@ -77,8 +77,10 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
         .r
         .summary
         .launch_noise
-        .launches_per_config
-        .iter()
+        .launches
+        .get(ctax_schema::Phase::A.tag())
+        .into_iter()
+        .flatten()
         .filter(|(_, k)| **k == 1)
         .map(|(c, _)| c.as_str())
         .collect();

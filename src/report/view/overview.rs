@@ -4,6 +4,7 @@
 use crate::analysis::model::{AnalysisResult, TaxContext};
 use crate::report::figures::Figure;
 use crate::report::fmt;
+use ctax_schema::Phase;
 
 /// Skipped configs with their reasons, canonical order.
 pub(super) fn skipped(r: &AnalysisResult) -> Vec<(String, String)> {
@@ -123,14 +124,21 @@ pub(super) fn glance(
     let n = &s.launch_noise;
     glance.push((
         "Launches per config".to_owned(),
-        if n.launches_per_config.is_empty() {
+        if n.launches.is_empty() {
             "none".to_owned()
         } else {
-            n.launches_per_config
+            n.launches
                 .iter()
-                .map(|(c, k)| format!("{c} {k}"))
+                .map(|(phase, by)| {
+                    let mut by: Vec<(&String, &u32)> = by.iter().collect();
+                    by.sort_by_key(|(c, _)| crate::report::config_rank(c));
+                    let list: Vec<String> = by.iter().map(|(c, k)| format!("{c} {k}")).collect();
+                    let phase = Phase::from_tag(phase)
+                        .map_or_else(|| phase.clone(), |p| super::phase_name(p).to_owned());
+                    format!("Phase {phase}: {}", list.join(", "))
+                })
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join("; ")
         },
     ));
     glance.push((

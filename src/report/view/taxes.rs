@@ -186,7 +186,11 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
                 callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
                 unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
                 engine: engine_of(r, &c),
-                launches: match r.summary.launch_noise.launches_per_config.get(&c) {
+                launches: match r
+                    .summary
+                    .launch_noise
+                    .launches_of(ctax_schema::Phase::A, &c)
+                {
                     Some(1) => "1 (pooled noise)".to_owned(),
                     Some(k) => k.to_string(),
                     None => "n/a".to_owned(),
