@@ -10,6 +10,8 @@
 #        --skip-stage 4, --shard 1/2, --port-offset 1000)
 #   bash tools/gpu_run.sh wait SECONDS OUT       (sleeps until the sweep ends or SECONDS pass; log tail)
 #   bash tools/gpu_run.sh stop OUT               (SIGINT to the sweep: every slot's server stopped, data kept)
+#   bash tools/gpu_run.sh probe JSON [LENS]      (prefill capacity per input length, default
+#        4096,16384,32768: tools/prefill_probe.py on a plain server, GPU 0; not during a sweep)
 #   bash tools/gpu_run.sh fetch OUT DEST         (compresses raw JSONL and large server logs, copies
 #        the sweep's log to OUT/ctax_run_<UTC stamp>.log, tars OUT into DEST, <16 MiB parts)
 # A later stretch resumes an archived root: copy it from results/ (it travels with the checkout)
@@ -70,5 +72,14 @@ case "$cmd" in
       rm "$dest/results.tgz"
     fi
     ls -la "$dest" ;;
-  *) echo "usage: $0 pack | start PROFILE OUT [args] | wait SECONDS OUT | stop OUT | fetch OUT DEST" >&2; exit 2 ;;
+  probe)
+    # Prefill capacity of the stand-in per input length (tools/prefill_probe.py): a plain server
+    # on GPU 0 with the h200/h200x2 profiles' engine settings; run it when no sweep is running.
+    dest=${1:?output JSON file}; lens=${2:-4096,16384,32768}
+    CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} CTAX_VLLM=/tmp/site/bin/vllm \
+      CTAX_MODEL=${CTAX_MODEL:-/tmp/ctax-model/qwen3-coder-30b-a3b} CTAX_SERVED_NAME=qwen3-coder-30b-a3b \
+      PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 CTAX_MAX_MODEL_LEN=200000 \
+      CTAX_MAX_NUM_BATCHED_TOKENS=8192 CTAX_GPU_MEM_UTIL=0.9 \
+      python3 "$REPO/tools/prefill_probe.py" --input-lens "$lens" --repeats 3 --burst 8 --out "$dest" ;;
+  *) echo "usage: $0 pack | start PROFILE OUT [args] | wait SECONDS OUT | stop OUT | fetch OUT DEST | probe JSON [LENS]" >&2; exit 2 ;;
 esac
