@@ -185,6 +185,60 @@ fn sim_sweep_produces_every_artifact_and_resume_is_a_no_op() {
     );
 }
 
+/// A cell that `max_cell_s` stopped (an overload) is kept on resume, and the launch is skipped
+/// with a line saying so; `--rerun-capped` reruns it, alone, in the same run directory.
+#[test]
+fn resume_keeps_capped_cells_unless_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let args = [
+        "--configs",
+        "plain",
+        "--skip-stage",
+        "3",
+        "--skip-stage",
+        "4",
+    ];
+    let o = run(&p, &out, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = run_dirs(&out).pop().unwrap();
+    let path = dir.join("summary.json");
+    let mut s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let h = s.cells.get_mut("A/r8_i512_o32").unwrap();
+    h.complete = false;
+    // The collector's words for a cell its cap stopped while draining.
+    h.incomplete_reason = Some(format!(
+        "{}150s reached while draining; 3 in-flight requests cancelled",
+        ctax_schema::CAPPED_PREFIX
+    ));
+    std::fs::write(&path, serde_json::to_vec(&s).unwrap()).unwrap();
+
+    let o = run(&p, &out, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("skipped: 2 of 3 cells complete, 1 stopped by max_cell_s"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("superseded").exists(), "nothing rerun");
+    let s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(s.cells["A/r8_i512_o32"].capped());
+
+    let mut rerun = args.to_vec();
+    rerun.push("--rerun-capped");
+    let o = run(&p, &out, &rerun);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resuming 1 of 3 cells"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(run_dirs(&out).len(), 1, "same run directory reused");
+    let s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert!(s.cells["A/r8_i512_o32"].complete);
+}
+
 /// An incomplete cell is rerun, alone, in the same run directory; its old files are kept
 /// under superseded/.
 #[test]
@@ -210,7 +264,7 @@ fn resume_reruns_only_incomplete_cells() {
     let mut s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let h = s.cells.get_mut("A/r8_i512_o32").unwrap();
     h.complete = false;
-    h.incomplete_reason = Some("test: pretend the cell hit its cap".into());
+    h.incomplete_reason = Some("server died: test: pretend the server died".into());
     std::fs::write(&path, serde_json::to_vec(&s).unwrap()).unwrap();
     let before = std::fs::read(dir.join("requests_A_r4_i512_o32.jsonl")).unwrap();
 

@@ -143,6 +143,8 @@ fn the_cap_holds_within_a_second_when_metrics_and_health_hang() {
         "{:?}",
         h.incomplete_reason
     );
+    // `ctax run` keeps a capped cell on resume (a rerun reproduces the overload).
+    assert!(h.capped(), "{:?}", h.incomplete_reason);
     // Every scheduled request ended in exactly one record, the in-flight ones cancelled.
     let recs = run.requests("r8_i16_o50");
     assert_eq!(recs.len() as u64, h.scheduled);

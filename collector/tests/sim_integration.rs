@@ -356,6 +356,10 @@ fn killed_server_mid_cell_exits_4_with_every_record_on_disk() {
             .unwrap()
             .contains("server died")
     );
+    assert!(
+        !h.capped(),
+        "a dead server is rerun on resume, not kept as capped"
+    );
     let recs = run.requests("r20_i16_o40");
     assert_eq!(recs.len() as u64, h.scheduled);
     assert!(
@@ -400,6 +404,7 @@ fn sigint_exits_130_with_files_and_summary_written() {
     let h = &run.summary().cells["A/r20_i16_o200"];
     assert!(!h.complete);
     assert_eq!(h.incomplete_reason.as_deref(), Some("interrupted"));
+    assert!(!h.capped());
     let recs = run.requests("r20_i16_o200");
     assert_eq!(recs.len() as u64, h.scheduled);
     assert!(h.scheduled >= 10);

@@ -27,10 +27,21 @@ pub(crate) fn run(
 ) -> anyhow::Result<Outcome> {
     let (config, launch) = (unit.config.as_str(), unit.launch);
     let started = unix_ms();
-    let (dir, todo) = match resume::todo(&ctx.root, config, launch, stage, cells) {
-        Todo::Done => {
+    let (dir, todo) = match resume::todo(&ctx.root, config, launch, stage, cells, ctx.rerun_capped)
+    {
+        Todo::Done { capped: 0 } => {
             eprintln!(
                 "[ctax] {config} l{launch} stage {stage}: all {} cells complete, skipped",
+                cells.len()
+            );
+            return Ok(Outcome::AlreadyDone);
+        }
+        Todo::Done { capped } => {
+            eprintln!(
+                "[ctax] {config} l{launch} stage {stage}: skipped: {} of {} cells complete, {capped} \
+                 stopped by max_cell_s (an overload; kept: a rerun would reproduce it, \
+                 --rerun-capped measures them again)",
+                cells.len() - capped,
                 cells.len()
             );
             return Ok(Outcome::AlreadyDone);

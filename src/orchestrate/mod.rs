@@ -91,6 +91,10 @@ pub struct RunArgs {
     /// Use the profile at --profile even if the results root holds a different profile.toml.
     #[arg(long)]
     pub force_profile: bool,
+    /// On resume, rerun also the cells that `max_cell_s` stopped (by default they are kept:
+    /// they record an overload, which a rerun reproduces at the same GPU cost).
+    #[arg(long)]
+    pub rerun_capped: bool,
 }
 
 /// What happened to one launch.
@@ -112,6 +116,8 @@ struct Ctx {
     pub env: Vec<(String, String)>,
     pub collector: PathBuf,
     pub python: String,
+    /// `--rerun-capped`.
+    pub rerun_capped: bool,
 }
 
 impl Ctx {
@@ -213,6 +219,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         env,
         collector,
         python,
+        rerun_capped: args.rerun_capped,
     };
     ensure_model(&ctx)?;
     let skip = |n: u8| args.skip_stage.contains(&n);

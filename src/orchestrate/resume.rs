@@ -1,8 +1,9 @@
 //! Resume: the results root is the state. A launch is identified by (config, launch index,
 //! stage) in its run directory's `config.json`; its cells are done when `summary.json` says
-//! they are complete. A launch with incomplete cells is relaunched in the same run directory
-//! and reruns only those cells; their old files move to `superseded/<stamp>/` (kept, not
-//! ingested).
+//! they are complete, or that `max_cell_s` stopped them (an overload, which a rerun would
+//! reproduce at the same cost; `--rerun-capped` reruns them too). A launch with cells left is
+//! relaunched in the same run directory and reruns only those cells; their old files move to
+//! `superseded/<stamp>/` (kept, not ingested).
 
 use std::path::{Path, PathBuf};
 
@@ -13,8 +14,8 @@ use super::server::unix_ms;
 
 /// What is left of one launch.
 pub(crate) enum Todo {
-    /// Every planned cell is complete.
-    Done,
+    /// Every planned cell is complete, or capped and kept (how many were capped).
+    Done { capped: usize },
     /// A new run directory (nothing ran yet).
     Fresh(Vec<PlannedCell>),
     /// Rerun these cells in an existing run directory.
@@ -58,25 +59,30 @@ pub(crate) fn key(c: &PlannedCell) -> String {
     ctax_schema::CellKey::new(c.phase, c.cell.clone()).to_string()
 }
 
-/// What remains of (config, launch, stage) with `cells` planned.
+/// What remains of (config, launch, stage) with `cells` planned. A cell that `max_cell_s`
+/// stopped is kept unless `rerun_capped`.
 pub(crate) fn todo(
     root: &Path,
     config: &str,
     launch: u32,
     stage: &str,
     cells: &[PlannedCell],
+    rerun_capped: bool,
 ) -> Todo {
     let Some((dir, _)) = find_run(root, config, launch, stage) else {
         return Todo::Fresh(cells.to_vec());
     };
     let summary = read_summary(&dir);
-    let left: Vec<PlannedCell> = cells
-        .iter()
-        .filter(|c| !summary.cells.get(&key(c)).is_some_and(|h| h.complete))
-        .cloned()
-        .collect();
+    let health = |c: &PlannedCell| summary.cells.get(&key(c));
+    let kept =
+        |c: &PlannedCell| health(c).is_some_and(|h| h.complete || (h.capped() && !rerun_capped));
+    let left: Vec<PlannedCell> = cells.iter().filter(|c| !kept(c)).cloned().collect();
     if left.is_empty() {
-        Todo::Done
+        let capped = cells
+            .iter()
+            .filter(|c| health(c).is_some_and(|h| !h.complete))
+            .count();
+        Todo::Done { capped }
     } else {
         Todo::Resume(dir, left)
     }

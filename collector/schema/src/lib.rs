@@ -528,6 +528,22 @@ pub struct CellHealth {
     pub scrape_failures: u64,
 }
 
+/// How the reason of a cell stopped by its hard time cap (`max_cell_s`) begins: the workload
+/// overloaded the server (it could not send its measured requests, or not drain them, in time).
+pub const CAPPED_PREFIX: &str = "max_cell_s=";
+
+impl CellHealth {
+    /// Stopped by `max_cell_s`: an overload outcome that a rerun reproduces, unlike an
+    /// interruption, a dead server or missing records.
+    pub fn capped(&self) -> bool {
+        !self.complete
+            && self
+                .incomplete_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(CAPPED_PREFIX))
+    }
+}
+
 /// `summary.json` of one run directory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {

@@ -22,7 +22,7 @@ use crate::clock::{monotonic_ns, process_cpu_ns, unix_ms};
 use crate::stats::p50_p99_max;
 use crate::workload::{BodyTemplate, MIN_VOCAB_SPAN, PromptGen, Schedule};
 use anyhow::Context;
-use ctax_schema::{CellHealth, CellKey, Exit, FileKind, PlannedCell, file_name};
+use ctax_schema::{CAPPED_PREFIX, CellHealth, CellKey, Exit, FileKind, PlannedCell, file_name};
 use io::{CellIo, IoShared};
 use pacer::{PacerCfg, PacerCtx, PacerEnd};
 use record::CellMeta;
@@ -714,13 +714,13 @@ fn run_cell(env: &Env, pc: &PlannedCell) -> anyhow::Result<CellOutcome> {
         Some(format!("stopped: {a}"))
     } else if pstats.end == PacerEnd::HardCap {
         Some(format!(
-            "max_cell_s={cap_s}s reached before the stop rule was met ({} of {} measured completions, \
+            "{CAPPED_PREFIX}{cap_s}s reached before the stop rule was met ({} of {} measured completions, \
              {measured_s:.1} of {} s sent after warm-up); {} in-flight requests cancelled",
             wstats.ok_measured, pc.min_completed, pc.duration_s, drain_cut
         ))
     } else if drain_cut > 0 {
         Some(format!(
-            "max_cell_s={cap_s}s reached while draining; {drain_cut} in-flight requests cancelled"
+            "{CAPPED_PREFIX}{cap_s}s reached while draining; {drain_cut} in-flight requests cancelled"
         ))
     } else if missing_records > 0 {
         Some(format!(
