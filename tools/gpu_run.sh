@@ -4,6 +4,10 @@
 #                         bash tools/gpu_run.sh pack               (builds .gpu/bins.tgz)
 # On the GPU machine, in the checkout, one call each:
 #   bash .device-stage/gpu-setup.sh receive      (once per part, carrying one part each)
+#   or, when the checkout has grown (every call carries it, 64 MiB in all): `bash tools/gpu_run.sh
+#   parts` here (re-splits the bundle and the binaries to fit), then `bash tools/gpu_run.sh
+#   receive` there once per part (carrying .device-stage/s/part_NNN or .gpu/b/part_NNN), and
+#   start carrying only .device-stage/gpu-setup.sh
 #   bash tools/gpu_run.sh start PROFILE OUT [ctax run args...]   (carry .gpu; installs vLLM,
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
@@ -26,13 +30,43 @@ case "$cmd" in
     grep -qx "/.gpu/" "$REPO/.git/info/exclude" 2>/dev/null || echo "/.gpu/" >> "$REPO/.git/info/exclude"
     tar czf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release" ctax ctax-collect
     ls -la "$REPO/.gpu/bins.tgz" ;;
+  parts)
+    # Every device call carries the whole checkout (tracked and untracked-not-ignored files) plus
+    # what it names, 64 MiB in all, and results/ grows with every session: split the vLLM bundle
+    # (.device-stage/part_*) and the binaries (.gpu/bins.tgz) into parts that fit next to the
+    # checkout as it is now (2 MiB margin, at most 40 MiB, at least 4 MiB).
+    tree=$(cd "$REPO" && { git ls-files -z; git ls-files -z --others --exclude-standard; } \
+      | du -cb --files0-from=- | tail -1 | cut -f1)
+    mib=$(( (64 * 1024 * 1024 - 2 * 1024 * 1024 - tree) / 1024 / 1024 ))
+    (( mib > 40 )) && mib=40
+    if (( mib < 4 )); then
+      echo "the checkout is $((tree / 1024 / 1024)) MiB: no room left for parts under 64 MiB" >&2
+      exit 1
+    fi
+    rm -rf "$REPO/.device-stage/s" "$REPO/.gpu/b"
+    mkdir -p "$REPO/.device-stage/s" "$REPO/.gpu/b"
+    cat "$REPO"/.device-stage/part_* | split -b "${mib}M" -d -a 3 - "$REPO/.device-stage/s/part_"
+    split -b "${mib}M" -d -a 3 "$REPO/.gpu/bins.tgz" "$REPO/.gpu/b/part_"
+    echo "checkout $((tree / 1024 / 1024)) MiB: parts of $mib MiB," \
+      "$(find "$REPO/.device-stage/s" -type f | wc -l) of the vLLM bundle (.device-stage/s/part_NNN)," \
+      "$(find "$REPO/.gpu/b" -type f | wc -l) of the binaries (.gpu/b/part_NNN)" ;;
+  receive)
+    # On the GPU machine, once per call carrying one part made by `parts`.
+    mkdir -p /tmp/stage /tmp/ctax-bins
+    for f in "$REPO"/.device-stage/s/part_*; do [ -f "$f" ] && cp "$f" /tmp/stage/; done
+    for f in "$REPO"/.gpu/b/part_*; do [ -f "$f" ] && cp "$f" /tmp/ctax-bins/; done
+    echo "received: $(find /tmp/stage -type f | wc -l) bundle parts, $(find /tmp/ctax-bins -type f | wc -l) binary parts" ;;
   start)
     profile=${1:?profile}; out=${2:?results root}; shift 2
     if ! python3 -c 'import sys; sys.path.insert(0, "/tmp/site"); import vllm' 2>/dev/null; then
       bash "$REPO/.device-stage/gpu-setup.sh" install
     fi
     mkdir -p "$REPO/target/release"
-    tar xzf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release"
+    if [[ -f "$REPO/.gpu/bins.tgz" ]]; then
+      tar xzf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release"
+    else
+      cat /tmp/ctax-bins/part_* | tar xzf - -C "$REPO/target/release"
+    fi
     mkdir -p "$out"
     # The GPUs as ctax records them (index, UUID); ctax reads the same query per slot.
     nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader || echo "nvidia-smi: not available"
@@ -81,5 +115,5 @@ case "$cmd" in
       PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 CTAX_MAX_MODEL_LEN=200000 \
       CTAX_MAX_NUM_BATCHED_TOKENS=8192 CTAX_GPU_MEM_UTIL=0.9 \
       python3 "$REPO/tools/prefill_probe.py" --input-lens "$lens" --repeats 3 --burst 8 --out "$dest" ;;
-  *) echo "usage: $0 pack | start PROFILE OUT [args] | wait SECONDS OUT | stop OUT | fetch OUT DEST | probe JSON [LENS]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack | parts | receive | start PROFILE OUT [args] | wait SECONDS OUT | stop OUT | fetch OUT DEST | probe JSON [LENS]" >&2; exit 2 ;;
 esac
