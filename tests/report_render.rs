@@ -393,6 +393,59 @@ fn missing_noop_drops_figure_7_with_the_reason() {
     assert!(out.md().contains("noop_connector did not run"));
 }
 
+/// The Markdown Degradation section of a rendered report.
+fn degradation(md: &str) -> String {
+    let start = md.find("## Degradation").expect("Degradation section");
+    let rest = &md[start + 3..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_owned()
+}
+
+/// The Degradation list names what of the seed's plan (launch/profiles/seed.toml: Phase A at
+/// 0.5-32 req/s, Phase B 3x3 for every config) a dataset did not measure. The demo runs Phase A
+/// at 1-16 req/s and the full Phase B grid for every config; with its 32768-token Phase B cells
+/// and every Phase B cell of nixl_both removed, the missing shapes and the config are named.
+#[test]
+fn coverage_gaps_against_the_seed_plan_are_listed() {
+    let full = degradation(&render(&common::demo()).md());
+    assert!(
+        full.contains(
+            "Phase A measured 1, 2, 4, 8, 16 req/s of the seed's ladder 0.5, 1, 2, 4, 8, 16, 32 \
+             req/s (not 0.5, 32 req/s)"
+        ),
+        "{full}"
+    );
+    assert!(!full.contains("Phase B measured"), "{full}");
+    assert!(!full.contains("Phase B ran for"), "{full}");
+
+    let mut part = common::demo();
+    part.analysis.summary.cells.retain(|c| {
+        c.key.phase != ctax_schema::Phase::B
+            || (c.input_len != 32768 && c.key.config != "nixl_both")
+    });
+    let gaps = degradation(&render(&part).md());
+    assert!(
+        gaps.contains(
+            "Phase B measured 6 of the seed's 9 shapes (not 32768/64, 32768/256, 32768/1024)"
+        ),
+        "{gaps}"
+    );
+    assert!(
+        gaps.contains("the seed runs it for every config (not for nixl_both)"),
+        "{gaps}"
+    );
+
+    let mut none = common::demo();
+    none.analysis
+        .summary
+        .cells
+        .retain(|c| c.key.phase != ctax_schema::Phase::B);
+    let gaps = degradation(&render(&none).md());
+    assert!(
+        gaps.contains("Phase B (the seed's 9 shapes at ref_safe) did not run"),
+        "{gaps}"
+    );
+}
+
 #[test]
 fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
     let r = common::without_config(

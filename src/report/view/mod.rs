@@ -2,13 +2,15 @@
 //! percentages), every list already in its display order. Strings are *raw* text; each exporter
 //! escapes for its own format (askama's HTML autoescape, the Markdown `md` filter).
 //!
-//! One module per report section, in page order: [`overview`] (at a glance, degradation),
+//! One module per report section, in page order: [`overview`] (at a glance, degradation, with
+//! [`coverage`]: what of the seed's plan was measured),
 //! [`verdicts`], [`figures`], [`taxes`], [`cells`], [`accounting`], [`conventions`],
 //! [`provenance`].
 
 mod accounting;
 mod cells;
 mod conventions;
+mod coverage;
 mod figures;
 mod overview;
 mod provenance;

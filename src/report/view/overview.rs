@@ -67,6 +67,7 @@ pub(super) fn degradation(
             ));
         }
     }
+    out.extend(super::coverage::gaps(r));
     if !skipped.is_empty() {
         out.push(format!(
             "{} of the seed's configs did not run and appear in no figure or table: {}.",

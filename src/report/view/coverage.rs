@@ -1,0 +1,192 @@
+//! What of the seed design's plan a dataset measured: the Phase A rate ladder and shape, the
+//! Phase B shape grid and the configs it ran for, and Phase B' when ref_load ≠ ref_safe. The
+//! plan is `launch/profiles/seed.toml`, compiled in, so the report and `ctax run --profile seed`
+//! read the same numbers. Each gap is one line of the report's Degradation list: a verdict or a
+//! figure built on part of the plan says which part is missing.
+
+use std::collections::BTreeSet;
+
+use ctax_schema::Phase;
+use serde::Deserialize;
+
+use crate::analysis::model::{AnalysisResult, CellStats};
+use crate::report::fmt;
+
+const SEED_PROFILE: &str = include_str!("../../../launch/profiles/seed.toml");
+
+/// The parts of the seed profile the coverage check reads (other keys are ignored).
+#[derive(Debug, Deserialize)]
+struct SeedPlan {
+    phase_a: SeedA,
+    phase_b: SeedB,
+    phase_bp: SeedBp,
+}
+
+#[derive(Debug, Deserialize)]
+struct SeedA {
+    rates: Vec<f64>,
+    shape: (u32, u32),
+}
+
+#[derive(Debug, Deserialize)]
+struct SeedB {
+    shapes: Vec<(u32, u32)>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SeedBp {
+    configs: Vec<String>,
+    shapes: Vec<(u32, u32)>,
+}
+
+fn seed_plan() -> SeedPlan {
+    toml::from_str(SEED_PROFILE).expect("launch/profiles/seed.toml parses (unit-tested)")
+}
+
+fn shape(s: (u32, u32)) -> String {
+    format!("{}/{}", s.0, s.1)
+}
+
+fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
+    items.iter().map(f).collect::<Vec<_>>().join(", ")
+}
+
+/// The complete pooled cells of `phase`.
+fn measured(r: &AnalysisResult, phase: Phase) -> impl Iterator<Item = &CellStats> {
+    r.summary
+        .cells
+        .iter()
+        .filter(move |c| c.launch.is_none() && c.complete && c.key.phase == phase)
+}
+
+/// One line per part of the seed's plan this dataset did not measure (empty: all of it).
+pub(super) fn gaps(r: &AnalysisResult) -> Vec<String> {
+    let seed = seed_plan();
+    let mut out = Vec::new();
+
+    // Phase A: the rate ladder and the shape.
+    let mut rates: Vec<f64> = measured(r, Phase::A).map(|c| c.rate).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    if !rates.is_empty() {
+        let missing: Vec<f64> = seed
+            .phase_a
+            .rates
+            .iter()
+            .copied()
+            .filter(|s| !rates.iter().any(|m| (m - s).abs() < 1e-9))
+            .collect();
+        if !missing.is_empty() {
+            out.push(format!(
+                "Phase A measured {} req/s of the seed's ladder {} req/s (not {} req/s): the \
+                 saturation rates, ref_safe, ref_load and figures 1-3 rest on the measured rates only.",
+                list(&rates, |x| fmt::rate(*x)),
+                list(&seed.phase_a.rates, |x| fmt::rate(*x)),
+                list(&missing, |x| fmt::rate(*x)),
+            ));
+        }
+        let shapes: BTreeSet<(u32, u32)> = measured(r, Phase::A)
+            .map(|c| (c.input_len, c.output_len))
+            .collect();
+        if !shapes.contains(&seed.phase_a.shape) {
+            out.push(format!(
+                "Phase A ran at {} (input/output tokens), not at the seed's {}.",
+                list(&shapes.iter().copied().collect::<Vec<_>>(), |s| shape(*s)),
+                shape(seed.phase_a.shape)
+            ));
+        }
+    }
+
+    // Phase B: the shape grid, and the configs it ran for.
+    let b_shapes: BTreeSet<(u32, u32)> = measured(r, Phase::B)
+        .map(|c| (c.input_len, c.output_len))
+        .collect();
+    if b_shapes.is_empty() {
+        out.push(format!(
+            "Phase B (the seed's {} shapes at ref_safe) did not run: H5, H6 and figure 5 have no data.",
+            seed.phase_b.shapes.len()
+        ));
+    } else {
+        let missing: Vec<(u32, u32)> = seed
+            .phase_b
+            .shapes
+            .iter()
+            .copied()
+            .filter(|s| !b_shapes.contains(s))
+            .collect();
+        if !missing.is_empty() {
+            out.push(format!(
+                "Phase B measured {} of the seed's {} shapes (not {}): H5 and H6 compare the \
+                 measured lengths only.",
+                b_shapes.len(),
+                seed.phase_b.shapes.len(),
+                list(&missing, |s| shape(*s))
+            ));
+        }
+        let with_b: BTreeSet<&str> = measured(r, Phase::B)
+            .map(|c| c.key.config.as_str())
+            .collect();
+        let mut without: Vec<&str> = measured(r, Phase::A)
+            .map(|c| c.key.config.as_str())
+            .filter(|c| !with_b.contains(c))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        without.sort_by_key(|c| crate::report::config_rank(c));
+        if !without.is_empty() {
+            let mut with: Vec<&str> = with_b.into_iter().collect();
+            with.sort_by_key(|c| crate::report::config_rank(c));
+            out.push(format!(
+                "Phase B ran for {} only; the seed runs it for every config (not for {}): \
+                 figure 5 and the shape taxes leave those out.",
+                with.join(", "),
+                without.join(", ")
+            ));
+        }
+    }
+
+    // Phase B': the seed adds it when ref_load differs from ref_safe.
+    let refs = &r.summary.reference_rates;
+    if let (Some(safe), Some(load)) = (refs.ref_safe, refs.ref_load)
+        && (safe - load).abs() > 1e-9
+        && measured(r, Phase::Bp).next().is_none()
+    {
+        out.push(format!(
+            "Phase B' (the seed's shapes {} at ref_load for {}) did not run, although ref_load \
+             ({} req/s) differs from ref_safe ({} req/s).",
+            list(&seed.phase_bp.shapes, |s| shape(*s)),
+            seed.phase_bp.configs.join(", "),
+            fmt::rate(load),
+            fmt::rate(safe)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The compiled-in plan is the seed design's (its DESIGN numbers, by hand).
+    #[test]
+    fn the_seed_plan_is_the_seed_designs() {
+        let s = seed_plan();
+        assert_eq!(s.phase_a.rates, vec![0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]);
+        assert_eq!(s.phase_a.shape, (4096, 256));
+        let mut grid = Vec::new();
+        for i in [512, 4096, 32768] {
+            for o in [64, 256, 1024] {
+                grid.push((i, o));
+            }
+        }
+        assert_eq!(s.phase_b.shapes, grid);
+        assert_eq!(
+            s.phase_bp.configs,
+            ["plain", "mooncake_both", "nixl_both", "lmcache_only"]
+        );
+        assert_eq!(
+            s.phase_bp.shapes,
+            vec![(512, 256), (4096, 256), (32768, 256)]
+        );
+    }
+}
