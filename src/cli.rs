@@ -65,6 +65,10 @@ pub enum Cmd {
         /// zstd level.
         #[arg(long, default_value_t = 19)]
         level: i32,
+        /// Re-encode the archives already there (`*.jsonl.zst`, `*.log.zst`) at --level where
+        /// that makes them smaller, verified by decoding the new file from disk.
+        #[arg(long)]
+        recompress: bool,
     },
     /// Print the evidence behind the statistical defaults: autocorrelation by send order,
     /// block lengths and within-cell drift of every run cell (Markdown).

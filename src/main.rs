@@ -61,7 +61,26 @@ fn run() -> anyhow::Result<ExitCode> {
                 out.display()
             );
         }
-        Cmd::Archive { root, level } => {
+        Cmd::Archive {
+            root,
+            level,
+            recompress: true,
+        } => {
+            let rep = connector_tax::orchestrate::archive::recompress_root(&root, level)?;
+            println!(
+                "recompressed {} files: {:.1} MB -> {:.1} MB",
+                rep.compressed,
+                rep.bytes_before as f64 / 1e6,
+                rep.bytes_after as f64 / 1e6
+            );
+            for k in &rep.kept {
+                eprintln!("warning: {}", ctax_schema::text::escape_controls(k));
+            }
+            if !rep.kept.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Cmd::Archive { root, level, .. } => {
             let rep = connector_tax::orchestrate::archive::compress_root(&root, level)?;
             println!(
                 "compressed {} files: {:.1} MB -> {:.1} MB; {} plain copies of identical archives removed",

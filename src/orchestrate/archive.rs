@@ -14,6 +14,12 @@
 //! - symlinks are never followed or removed (a symlinked run directory or raw file is reported
 //!   and left alone), so the walk never leaves the root; FIFOs, devices and sockets named like
 //!   raw files are reported and left alone.
+//!
+//! `--recompress` ([`recompress_root`]) re-encodes the archives already there (`X.jsonl.zst`,
+//! the step plugin's `engine_step_raw.<pid>.jsonl.zst`, which `ctax run` writes at zstd 9 to keep
+//! the GPU idle for less than a second, and `X.log.zst`) at the given level, and keeps the new
+//! encoding only when it is smaller and, read back from disk, decodes to exactly the bytes the
+//! old one decodes to (else the old file stays and the reason is reported).
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -43,14 +49,88 @@ pub const SERVER_LOG_MIN_BYTES: u64 = 1 << 20;
 pub fn compress_root(root: &Path, level: i32) -> anyhow::Result<ArchiveReport> {
     let mut rep = ArchiveReport::default();
     let mut files = Vec::new();
-    collect(root, &mut files, &mut rep.kept)?;
+    collect(root, Walk::Plain, &mut files, &mut rep.kept)?;
     for f in &files {
         archive_one(f, level, &mut rep)?;
     }
     Ok(rep)
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>, kept: &mut Vec<String>) -> anyhow::Result<()> {
+/// Re-encodes every archived raw file under `root` at `level` where that makes it smaller
+/// (`compressed` counts the files replaced; `bytes_before`/`bytes_after` their sizes).
+pub fn recompress_root(root: &Path, level: i32) -> anyhow::Result<ArchiveReport> {
+    let mut rep = ArchiveReport::default();
+    let mut files = Vec::new();
+    collect(root, Walk::Archived, &mut files, &mut rep.kept)?;
+    for f in &files {
+        recompress_one(f, level, &mut rep)?;
+    }
+    Ok(rep)
+}
+
+fn recompress_one(path: &Path, level: i32, rep: &mut ArchiveReport) -> anyhow::Result<()> {
+    let old_len = std::fs::symlink_metadata(path)?.len();
+    let (raw, damaged) = decode_file(path)?;
+    if let Some(e) = damaged {
+        rep.kept.push(format!(
+            "{}: NOT recompressed: the stream is damaged ({e})",
+            path.display()
+        ));
+        return Ok(());
+    }
+    let packed = zstd::encode_all(&raw[..], level)
+        .with_context(|| format!("compressing {}", path.display()))?;
+    if packed.len() as u64 >= old_len {
+        return Ok(());
+    }
+    let tmp = PathBuf::from(format!("{}.recompress-tmp", path.display()));
+    {
+        let mut f =
+            std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        std::io::Write::write_all(&mut f, &packed)?;
+        f.sync_all()?;
+    }
+    let (back, damaged) = decode_file(&tmp)?;
+    if back != raw || damaged.is_some() {
+        std::fs::remove_file(&tmp)?;
+        rep.kept.push(format!(
+            "{}: NOT recompressed: the new encoding read back from disk did not decode to the \
+             same bytes",
+            path.display()
+        ));
+        return Ok(());
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+    if let Some(d) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
+        d.sync_all()?;
+    }
+    rep.compressed += 1;
+    rep.bytes_before += old_len;
+    rep.bytes_after += packed.len() as u64;
+    Ok(())
+}
+
+/// Which files the walk collects: plain raw files to compress, or archives to recompress.
+#[derive(Clone, Copy, PartialEq)]
+enum Walk {
+    Plain,
+    Archived,
+}
+
+/// A raw file's name (plain form): a per-cell JSONL file, a step plugin's raw log, or a server
+/// log.
+fn is_raw_name(name: &str) -> bool {
+    let step_raw = name.starts_with(&format!("{}.", super::steps::RAW_PREFIX));
+    (name.ends_with(".jsonl") && (ctax_schema::parse_file_name(name).is_some() || step_raw))
+        || matches!(name, "vllm_stdout.log" | "vllm_stderr.log")
+}
+
+fn collect(
+    dir: &Path,
+    walk: Walk,
+    out: &mut Vec<PathBuf>,
+    kept: &mut Vec<String>,
+) -> anyhow::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .collect::<Result<_, _>>()
@@ -64,8 +144,14 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>, kept: &mut Vec<String>) -> anyhow
             .file_type()
             .with_context(|| format!("reading {}", p.display()))?;
         let server_log = matches!(name.as_str(), "vllm_stdout.log" | "vllm_stderr.log");
-        let raw_name = (name.ends_with(".jsonl") && ctax_schema::parse_file_name(&name).is_some())
-            || server_log;
+        let raw_name = match walk {
+            // Plain step-plugin logs are compressed by `ctax run` itself (steps.rs).
+            Walk::Plain => {
+                (name.ends_with(".jsonl") && ctax_schema::parse_file_name(&name).is_some())
+                    || server_log
+            }
+            Walk::Archived => name.strip_suffix(".zst").is_some_and(is_raw_name),
+        };
         if ft.is_symlink() {
             if raw_name || std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
                 kept.push(format!(
@@ -75,12 +161,13 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>, kept: &mut Vec<String>) -> anyhow
             }
         } else if ft.is_dir() {
             if name != "analysis" {
-                collect(&p, out, kept)?;
+                collect(&p, walk, out, kept)?;
             }
         } else if raw_name {
             if ft.is_file() {
-                let small_log =
-                    server_log && e.metadata().is_ok_and(|m| m.len() < SERVER_LOG_MIN_BYTES);
+                let small_log = walk == Walk::Plain
+                    && server_log
+                    && e.metadata().is_ok_and(|m| m.len() < SERVER_LOG_MIN_BYTES);
                 if !small_log {
                     out.push(p);
                 }
@@ -230,6 +317,68 @@ mod tests {
 
     fn zst(body: &[u8]) -> Vec<u8> {
         zstd::encode_all(body, 3).unwrap()
+    }
+
+    /// Archives made at zstd 1 shrink at 19 and decode to the same bytes; a damaged archive is
+    /// reported and left as it is; files not named like raw data are not touched; a second
+    /// pass finds nothing smaller to write.
+    #[test]
+    fn recompress_shrinks_archives_losslessly_and_keeps_damaged_ones() {
+        let d = tempfile::tempdir().unwrap();
+        let run = run_dir(d.path());
+        // Compressible but not trivial: numbered records, as a step log is.
+        let body: String = (0..20_000)
+            .map(|i| {
+                format!(
+                    "{{\"t_ns\":{},\"step_id\":{i},\"us\":{}.5}}\n",
+                    1_000_000 + i * 7919,
+                    i % 97
+                )
+            })
+            .collect();
+        let l1 = zstd::encode_all(body.as_bytes(), 1).unwrap();
+        for name in [
+            "engine_step_raw.42.jsonl.zst",
+            "requests_A_r1_i8_o8.jsonl.zst",
+            "notes.jsonl.zst",
+        ] {
+            std::fs::write(run.join(name), &l1).unwrap();
+        }
+        let cut = &l1[..l1.len() / 2];
+        std::fs::write(run.join("metrics_A_r1_i8_o8.jsonl.zst"), cut).unwrap();
+        let rep = recompress_root(d.path(), 19).unwrap();
+        assert_eq!(rep.compressed, 2, "{:?}", rep.kept);
+        assert!(rep.bytes_after < rep.bytes_before, "{rep:?}");
+        for name in [
+            "engine_step_raw.42.jsonl.zst",
+            "requests_A_r1_i8_o8.jsonl.zst",
+        ] {
+            let now = std::fs::read(run.join(name)).unwrap();
+            assert!(now.len() < l1.len(), "{name}");
+            assert_eq!(
+                zstd::decode_all(&now[..]).unwrap(),
+                body.as_bytes(),
+                "{name}"
+            );
+        }
+        assert_eq!(std::fs::read(run.join("notes.jsonl.zst")).unwrap(), l1);
+        assert_eq!(
+            std::fs::read(run.join("metrics_A_r1_i8_o8.jsonl.zst")).unwrap(),
+            cut
+        );
+        assert_eq!(rep.kept.len(), 1, "{:?}", rep.kept);
+        assert!(
+            rep.kept[0]
+                .contains("metrics_A_r1_i8_o8.jsonl.zst: NOT recompressed: the stream is damaged")
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(&run)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("recompress-tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+        let again = recompress_root(d.path(), 19).unwrap();
+        assert_eq!(again.compressed, 0);
     }
 
     #[test]
