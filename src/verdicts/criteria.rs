@@ -6,7 +6,7 @@ use super::hypotheses::{
     H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, H4_MAX_DEVIATION, h3_label,
     h3_ratio, h4_additive, h4_deviation,
 };
-use super::{Ctx, Draft, Verdict, VerdictKind, num, pct, within};
+use super::{Ctx, Draft, Verdict, VerdictKind, num, pct, pp, within};
 use crate::analysis::model::{CANONICAL_CONFIGS, Estimate};
 use crate::ingest::Dataset;
 
@@ -72,7 +72,7 @@ fn sc2(h2: &Verdict) -> Verdict {
             format!("gap disagrees with the trace-replay ~7 pp (CI outside {band})")
         }
         _ => format!("gap CI overlaps the {band} band only partly"),
-    } + &format!(": {}", pct(&e));
+    } + &format!(": {}", pp(&e));
     d.finish(Some(e), v, reason, None)
 }
 
@@ -154,7 +154,7 @@ fn sc5(h5: &Verdict, h6: &Verdict) -> Verdict {
         threshold: "both directions estimated with a CI".into(),
     };
     let part = |v: &Verdict, name: &str| match &v.estimate {
-        Some(e) => Ok(format!("{name}: {} ({})", pct(e), v.verdict.as_str())),
+        Some(e) => Ok(format!("{name}: {} ({})", pp(e), v.verdict.as_str())),
         None => Err(format!("{name}: {}", v.reason)),
     };
     match (

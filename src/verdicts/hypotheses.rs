@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use ctax_schema::{Cell, Phase};
 
-use super::{Ctx, Draft, Verdict, VerdictKind, at_least, below, num, pct};
+use super::{Ctx, Draft, Verdict, VerdictKind, at_least, below, num, pct, pp};
 use crate::analysis::model::{Detection, Estimate};
 use crate::analysis::taxes::{Metric, detection, diff, map3, ratio};
 
@@ -139,12 +139,8 @@ fn h2(ctx: &Ctx) -> Verdict {
     let gap = diff(&m, &n);
     let e = est(ctx, &gap);
     let v = at_least(&e, H2_MIN_GAP);
-    let pp = |x: f64| x * 100.0;
     let (lo_pp, hi_pp) = (whole_pp(H2_MIN_GAP), whole_pp(H2_MAX_GAP));
-    let ci = match (e.lo, e.hi) {
-        (Some(lo), Some(hi)) => format!("{:+.1} pp [{:+.1}, {:+.1}]", pp(e.est), pp(lo), pp(hi)),
-        _ => format!("{:+.1} pp", pp(e.est)),
-    };
+    let ci = pp(&e);
     let reason = match v {
         VerdictKind::Supported if e.lo.is_some_and(|lo| lo > H2_MAX_GAP) => {
             format!("gap {ci} is preserved and larger than the prior {lo_pp}-{hi_pp} pp")
@@ -371,7 +367,7 @@ fn directional(ctx: &Ctx, d: Draft, metric: Metric, vary_input: bool, what: &str
         "mean change of the tax from the shortest to the longest {what} ({what} lengths {}): {} \
          (over {} {fixed_name} lengths)",
         lengths.join(", "),
-        pct(&e),
+        pp(&e),
         g.len()
     );
     if !non_monotone.is_empty() {

@@ -270,6 +270,15 @@ fn pct(e: &Estimate) -> String {
     }
 }
 
+/// `+7.2 pp [-50.7, +67.5]`: a difference of two taxes (both fractions) in percentage points.
+fn pp(e: &Estimate) -> String {
+    let pp = |x: f64| x * 100.0;
+    match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) => format!("{:+.1} pp [{:+.1}, {:+.1}]", pp(e.est), pp(lo), pp(hi)),
+        _ => format!("{:+.1} pp (no CI)", pp(e.est)),
+    }
+}
+
 /// `0.41 [0.20, 0.63]`.
 fn num(e: &Estimate) -> String {
     match (e.lo, e.hi) {
@@ -313,5 +322,19 @@ mod tests {
             hi: None,
         };
         assert_eq!(at_least(&no_ci, 0.1), VerdictKind::NotTestable);
+    }
+
+    /// A difference of taxes prints in percentage points, a tax in percent (by hand: 0.072 of a
+    /// fraction is 7.2 points).
+    #[test]
+    fn differences_of_taxes_print_in_points() {
+        assert_eq!(pp(&e(0.072, -0.507, 0.675)), "+7.2 pp [-50.7, +67.5]");
+        assert_eq!(pct(&e(0.127, -0.313, 0.852)), "+12.7% [-31.3%, +85.2%]");
+        let no_ci = Estimate {
+            est: -0.069,
+            lo: None,
+            hi: None,
+        };
+        assert_eq!(pp(&no_ci), "-6.9 pp (no CI)");
     }
 }
