@@ -12,6 +12,12 @@ Environment: the launch contract of launch/common.sh (CTAX_MODEL, CTAX_PORT, ...
   CTAX_VERIFY_STARTUP_TIMEOUT seconds to wait for /v1/models 200 (default 300)
   CTAX_VERIFY_GRACE           seconds between SIGINT and SIGKILL of the server group (default 20)
   CTAX_VERIFY_LAUNCH          launch script override (test hook; default launch/launch_<C>.sh)
+  CTAX_VERIFY_PROMPT_WORDS    random words per prompt (default 250: ~1,300 tokens with the tiny
+                              CPU model's tokenizer, measured; at least one per word). Long enough
+                              that a connector saving whole 256-token chunks (LMCache) saves
+                              some during the pre-flight: with 24 words (~60 tokens) the
+                              unmodified multi_mooncake_lmcache passed it on the H200 and died
+                              at its first 4096-token request, in LMCache's store path
   CTAX_PREFLIGHT_IMPORT_CHECK 0 = skip the package import check (test hook; default 1)
 
 Steps: (1) import check of the connector's package (tools/preflight_check.py --packages-only):
@@ -227,8 +233,9 @@ class Verify:
 
     def one_request(self, i: int) -> tuple[str | None, float]:
         rng = random.Random()
+        n_words = int(os.environ.get("CTAX_VERIFY_PROMPT_WORDS", "250"))
         words = " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 7)))
-                         for _ in range(24))
+                         for _ in range(n_words))
         body = {"model": self.served, "prompt": f"ctax preflight {i} {rng.getrandbits(64):x} {words}",
                 "max_tokens": self.a.max_tokens, "temperature": 0, "ignore_eos": True,
                 "stream": True, "stream_options": {"include_usage": True}}
@@ -262,7 +269,9 @@ class Verify:
             got = (usage or {}).get("completion_tokens")
             if got != self.a.max_tokens:
                 return f"request {i}: completion_tokens {got} != max_tokens {self.a.max_tokens}", dt
-            self.note(f"request {i}: 200, {got} tokens in {chunks} chunks, {dt:.2f} s")
+            prompt = (usage or {}).get("prompt_tokens")
+            self.note(f"request {i}: 200, {prompt} prompt tokens, {got} tokens in {chunks} chunks, "
+                      f"{dt:.2f} s")
             return None, dt
         except (OSError, http.client.HTTPException, ValueError) as e:
             return f"request {i}: {type(e).__name__}: {e}", time.monotonic() - t
