@@ -64,31 +64,28 @@ fn run() -> anyhow::Result<ExitCode> {
         Cmd::Archive {
             root,
             level,
-            recompress: true,
+            recompress,
         } => {
-            let rep = connector_tax::orchestrate::archive::recompress_root(&root, level)?;
-            println!(
-                "recompressed {} files: {:.1} MB -> {:.1} MB",
+            use connector_tax::orchestrate::archive;
+            let (rep, what) = if recompress {
+                (archive::recompress_root(&root, level)?, "recompressed")
+            } else {
+                (archive::compress_root(&root, level)?, "compressed")
+            };
+            print!(
+                "{what} {} files: {:.1} MB -> {:.1} MB",
                 rep.compressed,
                 rep.bytes_before as f64 / 1e6,
                 rep.bytes_after as f64 / 1e6
             );
-            for k in &rep.kept {
-                eprintln!("warning: {}", ctax_schema::text::escape_controls(k));
+            if recompress {
+                println!();
+            } else {
+                println!(
+                    "; {} plain copies of identical archives removed",
+                    rep.already_archived
+                );
             }
-            if !rep.kept.is_empty() {
-                return Ok(ExitCode::FAILURE);
-            }
-        }
-        Cmd::Archive { root, level, .. } => {
-            let rep = connector_tax::orchestrate::archive::compress_root(&root, level)?;
-            println!(
-                "compressed {} files: {:.1} MB -> {:.1} MB; {} plain copies of identical archives removed",
-                rep.compressed,
-                rep.bytes_before as f64 / 1e6,
-                rep.bytes_after as f64 / 1e6,
-                rep.already_archived
-            );
             for k in &rep.kept {
                 eprintln!("warning: {}", ctax_schema::text::escape_controls(k));
             }

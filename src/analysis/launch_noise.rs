@@ -42,10 +42,10 @@ pub(crate) const UNKNOWN_REASON: &str = "launch-to-launch variance unknown (one 
 /// What the summary reports about launch noise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct LaunchNoiseSummary {
-    /// Launches per phase tag (`A`, `B`, `Bp`) and config: the distinct launch indices with
-    /// data in that phase. A launch index names one server launch within one phase (Phase A's
-    /// `l0` and Phase B's `l0` are two launches), so launches are counted per phase.
-    pub launches: BTreeMap<String, BTreeMap<String, u32>>,
+    /// Launches per phase (keyed `A`, `B`, `Bp` in JSON) and config: the distinct launch indices
+    /// with data in that phase. A launch index names one server launch within one phase (Phase
+    /// A's `l0` and Phase B's `l0` are two launches), so launches are counted per phase.
+    pub launches: BTreeMap<Phase, BTreeMap<String, u32>>,
     /// Per metric (`ttft_p90`, `tpot_p90`, `step_p50`, `callback_p50`): the pooled per-launch
     /// variance on the log scale with its degrees of freedom; absent = unknown.
     pub metrics: BTreeMap<String, PooledVariance>,
@@ -61,7 +61,7 @@ impl LaunchNoiseSummary {
 
     /// How many launches measured `config` in `phase` (`None`: none).
     pub fn launches_of(&self, phase: Phase, config: &str) -> Option<u32> {
-        self.launches.get(phase.tag())?.get(config).copied()
+        self.launches.get(&phase)?.get(config).copied()
     }
 }
 
@@ -94,12 +94,12 @@ impl NoiseModel {
     ) -> (NoiseModel, LaunchNoiseSummary) {
         let kept = |c: &&CellStats| exclude != Some(c.key.config.as_str());
         let per_launch: Vec<&CellStats> = per_launch.iter().filter(kept).collect();
-        let mut launches: BTreeMap<String, BTreeMap<String, std::collections::BTreeSet<u32>>> =
+        let mut launches: BTreeMap<Phase, BTreeMap<String, std::collections::BTreeSet<u32>>> =
             BTreeMap::new();
         for c in &per_launch {
             if let Some(l) = c.launch {
                 launches
-                    .entry(c.key.phase.tag().to_owned())
+                    .entry(c.key.phase)
                     .or_default()
                     .entry(c.key.config.clone())
                     .or_default()

@@ -117,12 +117,20 @@ enum Walk {
     Archived,
 }
 
+fn is_server_log(name: &str) -> bool {
+    matches!(name, "vllm_stdout.log" | "vllm_stderr.log")
+}
+
+fn is_step_raw(name: &str) -> bool {
+    name.ends_with(".jsonl") && name.starts_with(&format!("{}.", super::steps::RAW_PREFIX))
+}
+
 /// A raw file's name (plain form): a per-cell JSONL file, a step plugin's raw log, or a server
 /// log.
 fn is_raw_name(name: &str) -> bool {
-    let step_raw = name.starts_with(&format!("{}.", super::steps::RAW_PREFIX));
-    (name.ends_with(".jsonl") && (ctax_schema::parse_file_name(name).is_some() || step_raw))
-        || matches!(name, "vllm_stdout.log" | "vllm_stderr.log")
+    (name.ends_with(".jsonl") && ctax_schema::parse_file_name(name).is_some())
+        || is_step_raw(name)
+        || is_server_log(name)
 }
 
 fn collect(
@@ -143,13 +151,9 @@ fn collect(
         let ft = e
             .file_type()
             .with_context(|| format!("reading {}", p.display()))?;
-        let server_log = matches!(name.as_str(), "vllm_stdout.log" | "vllm_stderr.log");
         let raw_name = match walk {
             // Plain step-plugin logs are compressed by `ctax run` itself (steps.rs).
-            Walk::Plain => {
-                (name.ends_with(".jsonl") && ctax_schema::parse_file_name(&name).is_some())
-                    || server_log
-            }
+            Walk::Plain => is_raw_name(&name) && !is_step_raw(&name),
             Walk::Archived => name.strip_suffix(".zst").is_some_and(is_raw_name),
         };
         if ft.is_symlink() {
@@ -166,7 +170,7 @@ fn collect(
         } else if raw_name {
             if ft.is_file() {
                 let small_log = walk == Walk::Plain
-                    && server_log
+                    && is_server_log(&name)
                     && e.metadata().is_ok_and(|m| m.len() < SERVER_LOG_MIN_BYTES);
                 if !small_log {
                     out.push(p);

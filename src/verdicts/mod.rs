@@ -272,10 +272,15 @@ fn pct(e: &Estimate) -> String {
 
 /// `+7.2 pp [-50.7, +67.5]`: a difference of two taxes (both fractions) in percentage points.
 fn pp(e: &Estimate) -> String {
-    let pp = |x: f64| x * 100.0;
+    let points = |x: f64| x * 100.0;
     match (e.lo, e.hi) {
-        (Some(lo), Some(hi)) => format!("{:+.1} pp [{:+.1}, {:+.1}]", pp(e.est), pp(lo), pp(hi)),
-        _ => format!("{:+.1} pp (no CI)", pp(e.est)),
+        (Some(lo), Some(hi)) => format!(
+            "{:+.1} pp [{:+.1}, {:+.1}]",
+            points(e.est),
+            points(lo),
+            points(hi)
+        ),
+        _ => format!("{:+.1} pp (no CI)", points(e.est)),
     }
 }
 

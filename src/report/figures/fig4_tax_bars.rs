@@ -78,7 +78,7 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
         .summary
         .launch_noise
         .launches
-        .get(ctax_schema::Phase::A.tag())
+        .get(&ctax_schema::Phase::A)
         .into_iter()
         .flatten()
         .filter(|(_, k)| **k == 1)

@@ -4,7 +4,6 @@
 use crate::analysis::model::{AnalysisResult, TaxContext};
 use crate::report::figures::Figure;
 use crate::report::fmt;
-use ctax_schema::Phase;
 
 /// Skipped configs with their reasons, canonical order.
 pub(super) fn skipped(r: &AnalysisResult) -> Vec<(String, String)> {
@@ -134,9 +133,7 @@ pub(super) fn glance(
                     let mut by: Vec<(&String, &u32)> = by.iter().collect();
                     by.sort_by_key(|(c, _)| crate::report::config_rank(c));
                     let list: Vec<String> = by.iter().map(|(c, k)| format!("{c} {k}")).collect();
-                    let phase = Phase::from_tag(phase)
-                        .map_or_else(|| phase.clone(), |p| super::phase_name(p).to_owned());
-                    format!("Phase {phase}: {}", list.join(", "))
+                    format!("Phase {}: {}", super::phase_name(*phase), list.join(", "))
                 })
                 .collect::<Vec<_>>()
                 .join("; ")
