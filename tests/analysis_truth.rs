@@ -45,6 +45,17 @@ fn spec(configs: Vec<SynthConfig>) -> SynthSpec {
     }
 }
 
+/// The reason text of verdict `id` (a hypothesis or a success criterion).
+fn reason_of(v: &Verdicts, id: &str) -> String {
+    v.hypotheses
+        .iter()
+        .chain(&v.success_criteria)
+        .find(|x| x.id == id)
+        .unwrap_or_else(|| panic!("no verdict {id}"))
+        .reason
+        .clone()
+}
+
 fn ref_safe_tax<'a>(r: &'a R, config: &str) -> &'a connector_tax::analysis::model::Tax {
     r.summary
         .taxes
@@ -440,15 +451,7 @@ fn verdicts_resting_on_a_single_launch_say_so() {
         Some(1)
     );
     let note = "rests on a single launch of nixl_both";
-    let reason = |id: &str| {
-        v.hypotheses
-            .iter()
-            .chain(&v.success_criteria)
-            .find(|x| x.id == id)
-            .unwrap()
-            .reason
-            .clone()
-    };
+    let reason = |id: &str| reason_of(&v, id);
     for id in ["h2", "sc2"] {
         assert!(reason(id).contains(note), "{id}: {}", reason(id));
     }
@@ -522,15 +525,7 @@ fn launches_are_counted_per_phase() {
         assert_eq!(n.launches_of(ctax_schema::Phase::A, c), Some(2), "{c}");
         assert_eq!(n.launches_of(ctax_schema::Phase::B, c), Some(1), "{c}");
     }
-    let reason = |id: &str| {
-        v.hypotheses
-            .iter()
-            .chain(&v.success_criteria)
-            .find(|x| x.id == id)
-            .unwrap()
-            .reason
-            .clone()
-    };
+    let reason = |id: &str| reason_of(&v, id);
     let note = "rests on a single launch in Phase B of plain and mooncake_both";
     for id in ["h5", "h6", "sc5"] {
         assert!(reason(id).contains(note), "{id}: {}", reason(id));

@@ -75,6 +75,15 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Rewrites `summary.json` at `path` so that cell `key` ended incomplete with `reason`.
+fn mark_incomplete(path: &Path, key: &str, reason: &str) {
+    let mut s: RunSummary = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let h = s.cells.get_mut(key).unwrap();
+    h.complete = false;
+    h.incomplete_reason = Some(reason.to_owned());
+    std::fs::write(path, serde_json::to_vec(&s).unwrap()).unwrap();
+}
+
 /// Whole sweep: every stage runs, every seed artifact exists, the report is rendered, and a
 /// second run of the same command resumes with nothing left to do.
 #[test]
@@ -204,15 +213,15 @@ fn resume_keeps_capped_cells_unless_asked() {
     assert!(o.status.success(), "{}", stderr(&o));
     let dir = run_dirs(&out).pop().unwrap();
     let path = dir.join("summary.json");
-    let mut s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let h = s.cells.get_mut("A/r8_i512_o32").unwrap();
-    h.complete = false;
     // The collector's words for a cell its cap stopped while draining.
-    h.incomplete_reason = Some(format!(
-        "{}150s reached while draining; 3 in-flight requests cancelled",
-        ctax_schema::CAPPED_PREFIX
-    ));
-    std::fs::write(&path, serde_json::to_vec(&s).unwrap()).unwrap();
+    mark_incomplete(
+        &path,
+        "A/r8_i512_o32",
+        &format!(
+            "{}150s reached while draining; 3 in-flight requests cancelled",
+            ctax_schema::CAPPED_PREFIX
+        ),
+    );
 
     let o = run(&p, &out, &args);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -261,11 +270,11 @@ fn resume_reruns_only_incomplete_cells() {
     assert!(o.status.success(), "{}", stderr(&o));
     let dir = run_dirs(&out).pop().unwrap();
     let path = dir.join("summary.json");
-    let mut s: RunSummary = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    let h = s.cells.get_mut("A/r8_i512_o32").unwrap();
-    h.complete = false;
-    h.incomplete_reason = Some("server died: test: pretend the server died".into());
-    std::fs::write(&path, serde_json::to_vec(&s).unwrap()).unwrap();
+    mark_incomplete(
+        &path,
+        "A/r8_i512_o32",
+        "server died: test: pretend the server died",
+    );
     let before = std::fs::read(dir.join("requests_A_r4_i512_o32.jsonl")).unwrap();
 
     let o = run(
