@@ -69,6 +69,11 @@ pub enum Cmd {
         /// that makes them smaller, verified by decoding the new file from disk.
         #[arg(long)]
         recompress: bool,
+        /// Then remove each per-cell step file (`engine_step_<phase>_<cell>.jsonl[.zst]`) whose
+        /// records equal what ingest cuts from the run's raw step log (verified file by file;
+        /// ingest then cuts it): the raw log is stored once (~15% of an archived launch).
+        #[arg(long)]
+        slim_steps: bool,
     },
     /// Print the evidence behind the statistical defaults: autocorrelation by send order,
     /// block lengths and within-cell drift of every run cell (Markdown).

@@ -65,9 +65,10 @@ fn run() -> anyhow::Result<ExitCode> {
             root,
             level,
             recompress,
+            slim_steps,
         } => {
             use connector_tax::orchestrate::archive;
-            let (rep, what) = if recompress {
+            let (mut rep, what) = if recompress {
                 (archive::recompress_root(&root, level)?, "recompressed")
             } else {
                 (archive::compress_root(&root, level)?, "compressed")
@@ -85,6 +86,15 @@ fn run() -> anyhow::Result<ExitCode> {
                     "; {} plain copies of identical archives removed",
                     rep.already_archived
                 );
+            }
+            if slim_steps {
+                let slim = archive::slim_steps_root(&root)?;
+                println!(
+                    "slimmed {} per-cell step files ({:.1} MB): the raw step logs hold them",
+                    slim.slimmed,
+                    slim.slimmed_bytes as f64 / 1e6
+                );
+                rep.kept.extend(slim.kept);
             }
             for k in &rep.kept {
                 eprintln!("warning: {}", ctax_schema::text::escape_controls(k));

@@ -98,10 +98,13 @@ case "$cmd" in
     tail -20 "$out.log" ;;
   fetch)
     out=${1:?results root}; dest=${2:?destination dir}
-    "$REPO/target/release/ctax" archive "$out"
+    # Compress, and drop the per-cell step files that the raw step logs hold (verified per file;
+    # ingest cuts them again). Files it leaves as they were are listed; the data stays whole.
+    "$REPO/target/release/ctax" archive "$out" --slim-steps \
+      || echo "[gpu_run] ctax archive left some files as they were (listed above); fetching anyway"
     # One log per stretch, never overwritten: a resumed root keeps every earlier stretch's log.
     cp "$out.log" "$out/ctax_run_$(date -u +%Y%m%d-%H%M%S).log" 2>/dev/null || true
-    tar czf "$dest/results.tgz" -C "$(dirname "$out")" "$(basename "$out")"
+    tar czf "$dest/results.tgz" --exclude=.summary.lock -C "$(dirname "$out")" "$(basename "$out")"
     size=$(stat -c %s "$dest/results.tgz")
     if (( size > 15 * 1024 * 1024 )); then
       split -b 15M -d "$dest/results.tgz" "$dest/results.tgz.part_"

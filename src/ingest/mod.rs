@@ -13,7 +13,8 @@ pub(crate) mod engine_log;
 pub(crate) mod env;
 pub mod frames;
 pub(crate) mod jsonl;
-mod names;
+pub(crate) mod names;
+pub(crate) mod step_slices;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -441,6 +442,23 @@ pub(crate) fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
             }
         }
         rc.account.incomplete.extend(cut_short);
+    }
+    // A cell of summary.json without its per-cell step file (`ctax archive --slim-steps`
+    // removed it after checking it equals this cut): its steps are cut from the raw logs.
+    let unsliced: Vec<_> = health
+        .iter()
+        .filter(|(k, _)| !cells.get(*k).is_some_and(|rc| rc.has_steps))
+        .collect();
+    let logs = step_slices::raw_logs(path, false);
+    if !unsliced.is_empty() && !logs.is_empty() {
+        let launch = step_slices::LaunchSteps::read(&logs)
+            .with_context(|| format!("reading the raw step logs of {}", path.display()))?;
+        warnings.extend(launch.warnings.iter().cloned());
+        for (k, h) in unsliced {
+            let rc = cells.entry(k.clone()).or_default();
+            rc.steps = launch.of_cell(h).to_vec();
+            rc.has_steps = true;
+        }
     }
     let run_placement = run_config.as_ref().and_then(|c| c.placement.clone());
     for (key, rc) in cells.iter_mut() {

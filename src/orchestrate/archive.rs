@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::ingest::step_slices;
+
 /// What `ctax archive` did.
 #[derive(Debug, Default)]
 pub struct ArchiveReport {
@@ -39,6 +41,10 @@ pub struct ArchiveReport {
     pub bytes_after: u64,
     /// One line per file left as it was, with the reason.
     pub kept: Vec<String>,
+    /// `--slim-steps`: per-cell step files removed (their records equal the cut of the raw step
+    /// logs, which ingest then reads) and their bytes.
+    pub slimmed: usize,
+    pub slimmed_bytes: u64,
 }
 
 /// Server logs at least this large are compressed.
@@ -66,6 +72,143 @@ pub fn recompress_root(root: &Path, level: i32) -> anyhow::Result<ArchiveReport>
         recompress_one(f, level, &mut rep)?;
     }
     Ok(rep)
+}
+
+/// Removes every per-cell step file (`engine_step_<phase>_<cell>.jsonl[.zst]`) under `root`
+/// whose records equal what ingest cuts from the run's raw step logs for that cell
+/// ([`crate::ingest::step_slices`]), so the raw log is stored once. A file is kept, with the
+/// reason, when the run has no `summary.json` entry for the cell, when the raw logs read with
+/// any warning (a truncated line, a log both plain and compressed), when the file is not the
+/// cell's only, canonically named file or reads with a warning, or when its records differ.
+pub fn slim_steps_root(root: &Path) -> anyhow::Result<ArchiveReport> {
+    let mut rep = ArchiveReport::default();
+    let mut dirs = Vec::new();
+    run_dirs_with_step_logs(root, &mut dirs, &mut rep.kept)?;
+    for d in &dirs {
+        slim_run(d, &mut rep)?;
+    }
+    Ok(rep)
+}
+
+/// Directories under `dir` (symlinks not followed, `analysis/` skipped) holding raw step logs.
+fn run_dirs_with_step_logs(
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    kept: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    if !step_slices::raw_logs(dir, false).is_empty() {
+        out.push(dir.to_path_buf());
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let ft = e.file_type()?;
+        if ft.is_symlink() && std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()) {
+            kept.push(format!(
+                "{}: a symbolic link; not followed",
+                e.path().display()
+            ));
+        } else if ft.is_dir() && e.file_name() != "analysis" {
+            run_dirs_with_step_logs(&e.path(), out, kept)?;
+        }
+    }
+    Ok(())
+}
+
+fn slim_run(dir: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
+    use ctax_schema::{CellKey, FileKind, RunSummary, StepRecord, file_name};
+    let logs = step_slices::raw_logs(dir, false);
+    let summary_path = dir.join("summary.json");
+    let summary: RunSummary = match std::fs::read(&summary_path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .with_context(|| format!("reading {}", summary_path.display()))?,
+        Err(_) => {
+            rep.kept.push(format!(
+                "{}: per-cell step files kept: no summary.json (no cell windows to cut by)",
+                dir.display()
+            ));
+            return Ok(());
+        }
+    };
+    let launch = step_slices::LaunchSteps::read(&logs)?;
+    if let Some(w) = launch.warnings.first() {
+        rep.kept.push(format!(
+            "{}: per-cell step files kept: the raw step logs read with {} warning(s), first: {w}",
+            dir.display(),
+            launch.warnings.len()
+        ));
+        return Ok(());
+    }
+    let windows: std::collections::BTreeMap<(ctax_schema::Phase, String), _> = summary
+        .cells
+        .iter()
+        .filter_map(|(k, h)| CellKey::parse(k).map(|key| ((key.phase, key.cell.name()), h)))
+        .collect();
+    let (streams, _) = crate::ingest::names::raw_streams(dir)?;
+    for s in streams.iter().filter(|s| s.kind == FileKind::EngineStep) {
+        let canonical = file_name(FileKind::EngineStep, s.phase, &s.cell_name());
+        let shown = s
+            .files
+            .first()
+            .map_or_else(String::new, |f| f.display().to_string());
+        let Some(h) = windows.get(&(s.phase, s.cell_name())) else {
+            rep.kept
+                .push(format!("{shown}: kept: its cell is not in summary.json"));
+            continue;
+        };
+        let [f] = &s.files[..] else {
+            rep.kept.push(format!(
+                "{shown}: kept: {} files hold this cell's steps",
+                s.files.len()
+            ));
+            continue;
+        };
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
+        if name
+            .as_deref()
+            .and_then(|n| n.strip_suffix(".zst").or(Some(n)))
+            != Some(&canonical)
+        {
+            rep.kept
+                .push(format!("{shown}: kept: not named `{canonical}[.zst]`"));
+            continue;
+        }
+        let meta0 = std::fs::symlink_metadata(f)?;
+        if !meta0.file_type().is_file() {
+            rep.kept.push(format!("{shown}: kept: not a regular file"));
+            continue;
+        }
+        let lines = crate::ingest::jsonl::read_jsonl::<StepRecord>(f)?;
+        if let Some(w) = lines.warnings.first() {
+            rep.kept
+                .push(format!("{shown}: kept: it reads with a warning: {w}"));
+            continue;
+        }
+        let cut = launch.of_cell(h);
+        if lines.rows != cut {
+            let first = lines.rows.iter().zip(cut).position(|(a, b)| a != b);
+            rep.kept.push(format!(
+                "{shown}: kept: it holds {} records, the cut of the raw step logs {}{}",
+                lines.rows.len(),
+                cut.len(),
+                first
+                    .map(|k| format!(" (first difference at record {})", k + 1))
+                    .unwrap_or_default()
+            ));
+            continue;
+        }
+        if remove_if_unchanged(f, &meta0, rep, "slimmed")? {
+            rep.slimmed += 1;
+            rep.slimmed_bytes += meta0.len();
+        }
+    }
+    if let Ok(d) = std::fs::File::open(dir) {
+        d.sync_all()?;
+    }
+    Ok(())
 }
 
 fn recompress_one(path: &Path, level: i32, rep: &mut ArchiveReport) -> anyhow::Result<()> {
@@ -122,7 +265,7 @@ fn is_server_log(name: &str) -> bool {
 }
 
 fn is_step_raw(name: &str) -> bool {
-    name.ends_with(".jsonl") && name.starts_with(&format!("{}.", super::steps::RAW_PREFIX))
+    step_slices::raw_stem(name) == Some(name)
 }
 
 /// A raw file's name (plain form): a per-cell JSONL file, a step plugin's raw log, or a server

@@ -203,6 +203,9 @@ pub(crate) fn run(
             "[ctax] {config} l{launch}: {} step records ({} worker records merged, {} unmatched)",
             rep.records, rep.worker_merged, rep.worker_unmatched
         );
+        for w in &rep.warnings {
+            eprintln!("[ctax] warning: {config} l{launch}: step log: {w}");
+        }
     } else if ctx.profile.server.step_timing && is_vllm(&ctx.profile) {
         row.step_timing_active = Some(false);
     }

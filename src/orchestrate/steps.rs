@@ -1,21 +1,16 @@
-//! Cuts the step-timing plugin's raw per-process logs (`engine_step_raw.<pid>.jsonl`, one per
-//! vLLM process for the whole launch) into the per-cell `engine_step_<phase>_<cell>.jsonl`
-//! files by each cell's time window (one clock: CLOCK_MONOTONIC).
-//!
-//! When the worker runs in its own process (vLLM on CPU, or TP > 1) its file carries only the
-//! worker-side fields (`get_finished_us`, `start_load_kv_us`); each such record is merged into
-//! the scheduler step whose [t_ns, t_ns + step_duration] contains it. Unmatched worker records
-//! are counted and dropped.
+//! After a launch: cuts the step-timing plugin's raw per-process logs into the per-cell
+//! `engine_step_<phase>_<cell>.jsonl` files by each cell's time window, with the one cutting
+//! rule of [`crate::ingest::step_slices`] (which ingest also uses for a cell whose per-cell file
+//! is absent), then compresses the raw logs (`.jsonl.zst`, kept as artifacts).
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ctax_schema::{CellHealth, FileKind, StepRecord, file_name};
+use ctax_schema::{CellHealth, FileKind, file_name};
 
-use crate::ingest::jsonl;
+use crate::ingest::step_slices::{self, LaunchSteps};
 
-pub(crate) const RAW_PREFIX: &str = "engine_step_raw";
+pub(crate) use step_slices::RAW_PREFIX;
 
 /// Result of a split.
 #[derive(Debug, Default)]
@@ -29,82 +24,37 @@ pub(crate) struct SplitReport {
     pub warnings: Vec<String>,
 }
 
-/// Raw step files in `run_dir`.
+/// Uncompressed raw step files in `run_dir` (what the plugin wrote during the launch).
 pub(crate) fn raw_files(run_dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(run_dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    let n = p
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    n.starts_with(&format!("{RAW_PREFIX}.")) && n.ends_with(".jsonl")
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    step_slices::raw_logs(run_dir, true)
+        .into_values()
+        .flatten()
+        .collect()
 }
 
 /// Splits the raw files of `run_dir` into per-cell files for `cells`, then compresses the raw
 /// files (`.jsonl.zst`, kept as artifacts).
 pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<SplitReport> {
+    let logs = step_slices::raw_logs(run_dir, true);
+    let launch = LaunchSteps::read(&logs)?;
     let mut rep = SplitReport {
-        raw_files: raw_files(run_dir),
+        raw_files: logs.into_values().flatten().collect(),
+        records: launch.records,
+        worker_merged: launch.worker_merged,
+        worker_unmatched: launch.worker_unmatched,
+        warnings: launch.warnings.clone(),
         ..Default::default()
     };
-    let mut sched: Vec<StepRecord> = Vec::new();
-    let mut worker: Vec<StepRecord> = Vec::new();
-    for f in &rep.raw_files {
-        let lines = jsonl::read_jsonl::<StepRecord>(f)?;
-        rep.warnings.extend(lines.warnings);
-        for r in lines.rows {
-            rep.records += 1;
-            // Worker-only records have no scheduler-side fields.
-            if r.schedule_us.is_none() && r.step_duration_us.is_none() && r.num_running.is_none() {
-                worker.push(r);
-            } else {
-                sched.push(r);
-            }
-        }
-    }
-    sched.sort_by_key(|r| (r.t_ns, r.pid, r.step_id));
-    worker.sort_by_key(|r| r.t_ns);
-    for w in worker {
-        let i = sched.partition_point(|s| s.t_ns <= w.t_ns);
-        let hit = i.checked_sub(1).map(|j| &mut sched[j]).filter(|s| {
-            let end = s.t_ns + (s.step_duration_us.unwrap_or(0.0) * 1000.0) as u64;
-            w.t_ns <= end
-        });
-        match hit {
-            Some(s) => {
-                s.get_finished_us = s.get_finished_us.or(w.get_finished_us);
-                s.start_load_kv_us = s.start_load_kv_us.or(w.start_load_kv_us);
-                rep.worker_merged += 1;
-            }
-            None => rep.worker_unmatched += 1,
-        }
-    }
-    let mut by_cell: BTreeMap<String, Vec<&StepRecord>> = BTreeMap::new();
     for c in cells {
         let name = file_name(FileKind::EngineStep, c.phase, &c.cell);
-        let v: Vec<&StepRecord> = sched
-            .iter()
-            .filter(|s| s.t_ns >= c.t_start_ns && s.t_ns <= c.t_end_ns)
-            .collect();
-        by_cell.insert(name, v);
-    }
-    for (name, recs) in &by_cell {
+        let recs = launch.of_cell(c);
         let mut body = Vec::new();
         for r in recs {
             serde_json::to_writer(&mut body, r)?;
             body.push(b'\n');
         }
-        crate::fsutil::write_atomic(&run_dir.join(name), &body)?;
-        rep.cells.push((name.clone(), recs.len()));
+        crate::fsutil::write_atomic(&run_dir.join(&name), &body)?;
+        rep.cells.push((name, recs.len()));
     }
     for f in &rep.raw_files {
         let raw = std::fs::read(f)?;
@@ -120,7 +70,9 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctax_schema::{Arrival, Phase};
+    use crate::ingest::jsonl;
+    use ctax_schema::{Arrival, Phase, StepRecord};
+    use std::collections::BTreeMap;
 
     fn rec(t: u64, pid: u32, dur: Option<f64>, gf: Option<f64>) -> StepRecord {
         StepRecord {
@@ -220,5 +172,96 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert!(raw_files(d.path()).is_empty(), "raw files compressed away");
         assert!(d.path().join("engine_step_raw.10.jsonl.zst").exists());
+    }
+
+    /// The archive's `--slim-steps` removes the per-cell step files that `split` wrote, and
+    /// ingest then cuts exactly the same records from the raw logs (compressed by `split`): every
+    /// cell's steps before and after are equal, worker records merged in both. A per-cell file
+    /// that was edited (one record dropped) and one whose cell is not in summary.json are kept,
+    /// each with its reason, and ingest still reads them as they are.
+    #[test]
+    fn slimmed_runs_ingest_to_the_same_steps() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("20260101-000000_noop_connector_l0");
+        std::fs::create_dir_all(&d).unwrap();
+        let write = |name: &str, recs: &[StepRecord]| {
+            let mut s = String::new();
+            for r in recs {
+                s.push_str(&serde_json::to_string(r).unwrap());
+                s.push('\n');
+            }
+            std::fs::write(d.join(name), s).unwrap();
+        };
+        // Scheduler steps every 100 µs from t = 1 ms to 30 ms; worker records inside some.
+        let sched: Vec<StepRecord> = (0..300)
+            .map(|i| rec(1_000_000 + i * 100_000, 10, Some(60.0), None))
+            .collect();
+        write("engine_step_raw.10.jsonl", &sched);
+        let worker: Vec<StepRecord> = (0..300)
+            .step_by(7)
+            .map(|i| rec(1_000_000 + i * 100_000 + 20_000, 11, None, Some(i as f64)))
+            .collect();
+        write("engine_step_raw.11.jsonl", &worker);
+        let cells = [
+            health(Phase::A, "r1_i8_o8", 1_000_000, 9_000_000),
+            health(Phase::A, "r2_i8_o8", 9_000_000, 20_000_000),
+            health(Phase::B, "r1_i8_o64", 21_000_000, 30_000_000),
+        ];
+        let mut summary = ctax_schema::RunSummary::default();
+        for c in &cells {
+            let key =
+                ctax_schema::CellKey::new(c.phase, ctax_schema::Cell::parse(&c.cell).unwrap());
+            summary.cells.insert(key.to_string(), c.clone());
+        }
+        std::fs::write(
+            d.join("summary.json"),
+            serde_json::to_vec(&summary).unwrap(),
+        )
+        .unwrap();
+        let rep = split(&d, &cells).unwrap();
+        assert_eq!(rep.worker_merged, worker.len());
+        let steps_of = || {
+            let (run, _) = crate::ingest::load_run(&d).unwrap();
+            run.cells
+                .iter()
+                .map(|(k, rc)| (k.clone(), (rc.has_steps, rc.steps.clone())))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let before = steps_of();
+        assert_eq!(before.len(), 3);
+        // Boundaries are inclusive: the step at t = 9 ms is in both A cells (as split wrote).
+        assert_eq!(before[&(Phase::A, "r1_i8_o8".to_owned())].1.len(), 81);
+        assert_eq!(before[&(Phase::A, "r2_i8_o8".to_owned())].1.len(), 111);
+        // A file edited by hand (its last record dropped) and a file of a cell summary.json
+        // does not know.
+        let edited = d.join("engine_step_B_r1_i8_o64.jsonl");
+        let body = std::fs::read_to_string(&edited).unwrap();
+        let mut kept_lines: Vec<&str> = body.lines().collect();
+        kept_lines.pop();
+        std::fs::write(&edited, kept_lines.join("\n") + "\n").unwrap();
+        write("engine_step_A_r4_i8_o8.jsonl", &sched[..3]);
+        let before = steps_of();
+
+        let slim = crate::orchestrate::archive::slim_steps_root(root.path()).unwrap();
+        assert_eq!(slim.slimmed, 2, "{:?}", slim.kept);
+        assert_eq!(slim.kept.len(), 2, "{:?}", slim.kept);
+        assert!(
+            slim.kept
+                .iter()
+                .any(|k| k.contains("engine_step_B_r1_i8_o64")
+                    && k.contains("holds 90 records, the cut of the raw step logs 91"))
+        );
+        assert!(
+            slim.kept
+                .iter()
+                .any(|k| k.contains("engine_step_A_r4_i8_o8") && k.contains("not in summary.json"))
+        );
+        assert!(!d.join("engine_step_A_r1_i8_o8.jsonl").exists());
+        assert!(!d.join("engine_step_A_r2_i8_o8.jsonl").exists());
+        assert!(edited.exists());
+        assert_eq!(steps_of(), before, "ingest after slimming = ingest before");
+        // A second pass removes nothing more.
+        let again = crate::orchestrate::archive::slim_steps_root(root.path()).unwrap();
+        assert_eq!(again.slimmed, 0);
     }
 }
