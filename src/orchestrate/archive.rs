@@ -99,12 +99,7 @@ fn run_dirs_with_step_logs(
     if !step_slices::raw_logs(dir, false).is_empty() {
         out.push(dir.to_path_buf());
     }
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("reading {}", dir.display()))?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
+    for e in sorted_entries(dir)? {
         let ft = e.file_type()?;
         if ft.is_symlink() && std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()) {
             kept.push(format!(
@@ -276,18 +271,23 @@ fn is_raw_name(name: &str) -> bool {
         || is_server_log(name)
 }
 
+/// The entries of `dir`, sorted by name.
+fn sorted_entries(dir: &Path) -> anyhow::Result<Vec<std::fs::DirEntry>> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
+}
+
 fn collect(
     dir: &Path,
     walk: Walk,
     out: &mut Vec<PathBuf>,
     kept: &mut Vec<String>,
 ) -> anyhow::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("reading {}", dir.display()))?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
+    for e in sorted_entries(dir)? {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
         // The entry's own type: a symlink is a symlink here, never what it points to.
