@@ -49,6 +49,11 @@ CTAX_LAUNCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CTAX_REPO=$(cd "$CTAX_LAUNCH_DIR/.." && pwd)
 CTAX_CONFIGS=(plain noop_connector mooncake_producer mooncake_consumer mooncake_both nixl_both
   lmcache_only multi_mooncake_lmcache)
+# Named variants (not the seed's; DESIGN.md §9.1): <seed config>_nhd is that config with
+# VLLM_KV_CACHE_LAYOUT=NHD, which vLLM 0.26 takes before any connector's layout requirement.
+# Mooncake asks for HND, and LMCache 0.5.6 without its CUDA extension dies on HND at its first
+# KV store, so multi_mooncake_lmcache can only run (and H4 be tested) as these variants.
+CTAX_VARIANTS=(mooncake_both_nhd multi_mooncake_lmcache_nhd)
 # Environment variables (by name pattern) recorded in launch.sh when present.
 CTAX_ENV_PATTERN='^(VLLM_[A-Z0-9_]*|LMCACHE_[A-Z0-9_]*|UCX_[A-Z0-9_]*|MC_[A-Z0-9_]*|NCCL_[A-Z0-9_]*|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|PYTORCH_[A-Z0-9_]*|TORCH_[A-Z0-9_]*|OMP_NUM_THREADS|HF_HUB_OFFLINE|HF_HOME|TRANSFORMERS_OFFLINE|AGENTIC_STEP_LOG_PATH|PYTHONPATH|LD_PRELOAD|LD_LIBRARY_PATH|WITH_NVIDIA_PEERMEM)$'
 
@@ -56,7 +61,7 @@ ctax_die() { echo "ctax launch: $*" >&2; exit 2; }
 
 ctax_is_config() {
   local c
-  for c in "${CTAX_CONFIGS[@]}"; do [[ "$c" == "$1" ]] && return 0; done
+  for c in "${CTAX_CONFIGS[@]}" "${CTAX_VARIANTS[@]}"; do [[ "$c" == "$1" ]] && return 0; done
   return 1
 }
 
@@ -207,7 +212,11 @@ ctax_config_setup() {
       CTAX_KV_JSON=$(printf '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[%s,%s]}}' \
         "$(ctax_json_mooncake kv_both)" "$(ctax_json_lmcache)")
       ;;
-    *) ctax_die "unknown config '$config' (known: ${CTAX_CONFIGS[*]})" ;;
+    *_nhd)
+      ctax_config_setup "${config%_nhd}"
+      export VLLM_KV_CACHE_LAYOUT=NHD
+      ;;
+    *) ctax_die "unknown config '$config' (known: ${CTAX_CONFIGS[*]} ${CTAX_VARIANTS[*]})" ;;
   esac
 }
 

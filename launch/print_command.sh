@@ -4,5 +4,5 @@
 set -euo pipefail
 # shellcheck source=launch/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-[[ $# -eq 1 ]] || { echo "usage: $0 <config>  (one of: ${CTAX_CONFIGS[*]})" >&2; exit 2; }
+[[ $# -eq 1 ]] || { echo "usage: $0 <config>  (one of: ${CTAX_CONFIGS[*]} ${CTAX_VARIANTS[*]})" >&2; exit 2; }
 ctax_launch "$1" --dry-run

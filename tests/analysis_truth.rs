@@ -635,3 +635,59 @@ fn poisson_cells_below_capacity_never_fire_criterion_1() {
     assert!(t.fired, "{t:?}");
     assert!((t.value.unwrap() - 0.5).abs() < 0.1, "{t:?}");
 }
+
+/// Truth: the seed's multi_mooncake_lmcache could not run (skipped with its exception, as its
+/// engine died on the H200), and the named NHD variants ran: mooncake_both_nhd +20%,
+/// lmcache_only +20%, multi_mooncake_lmcache_nhd +40% TTFT: exactly additive, relative deviation
+/// |0.40 − (0.20 + 0.20)| / 0.40 = 0 (by hand). H4 and SC4 must be computed on the variants and
+/// say so (naming why the seed's config is out); with the seed's MultiConnector present
+/// (mooncake_both +30%, multi +90%: deviation |0.9 − 0.5| / 0.9 = 0.44 by hand) the seed's
+/// configs are compared, whatever the variants say.
+#[test]
+fn h4_uses_the_nhd_variants_only_when_the_seed_multiconnector_has_no_data() {
+    let variants = || {
+        vec![
+            SynthConfig::new("plain", 1.0, 1.0),
+            SynthConfig::new("mooncake_both_nhd", 1.2, 1.0),
+            SynthConfig::new("lmcache_only", 1.2, 1.0),
+            SynthConfig::new("multi_mooncake_lmcache_nhd", 1.4, 1.0),
+        ]
+    };
+    let h4 = |v: &Verdicts| v.hypotheses.iter().find(|x| x.id == "h4").unwrap().clone();
+    let mut s = spec(variants());
+    s.skipped = vec![(
+        "multi_mooncake_lmcache".into(),
+        "NotImplementedError: HND layouts are not supported".into(),
+    )];
+    let r = run(&s);
+    let v = h4(&r.verdicts);
+    assert_ne!(v.verdict, VerdictKind::NotTestable, "{}", v.reason);
+    let e = v.estimate.expect("an estimate");
+    // |·| makes the estimate of a zero deviation positive; its CI must reach down to ~0.
+    assert!(
+        e.est < 0.25 && e.lo.unwrap() < 0.05,
+        "deviation {e:?} (truth 0)"
+    );
+    for reason in [v.reason.clone(), reason_of(&r.verdicts, "sc4")] {
+        assert!(
+            reason.contains(
+                "on the NHD variants (mooncake_both_nhd, lmcache_only, multi_mooncake_lmcache_nhd"
+            ) && reason
+                .contains("multi_mooncake_lmcache: pre-flight SKIP: NotImplementedError: HND"),
+            "{reason}"
+        );
+    }
+
+    let mut configs = variants();
+    configs.push(SynthConfig::new("mooncake_both", 1.3, 1.0));
+    configs.push(SynthConfig::new("multi_mooncake_lmcache", 1.9, 1.0));
+    let r = run(&spec(configs));
+    let v = h4(&r.verdicts);
+    assert!(!v.reason.contains("NHD"), "{}", v.reason);
+    let e = v.estimate.expect("an estimate");
+    assert!(
+        (e.est - 0.44).abs() < 0.12,
+        "deviation {} (truth 0.44)",
+        e.est
+    );
+}

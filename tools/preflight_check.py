@@ -74,6 +74,9 @@ REQUIRES = {
     "lmcache_only": ["lmcache"],
     "multi_mooncake_lmcache": ["mooncake", "lmcache"],
 }
+# Named variants (launch/common.sh CTAX_VARIANTS): checked only when named with --config.
+VARIANTS = ["mooncake_both_nhd", "multi_mooncake_lmcache_nhd"]
+REQUIRES.update({v: REQUIRES[v.removesuffix("_nhd")] for v in VARIANTS})
 LEGACY_FIELDS = ["kv_rank", "kv_parallel_size", "kv_ip", "kv_buffer_size"]
 
 
@@ -271,8 +274,8 @@ def packages_only(configs: list[str], a) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", action="append", choices=CONFIGS,
-                    help="check only these configs (repeatable; default all)")
+    ap.add_argument("--config", action="append", choices=CONFIGS + VARIANTS,
+                    help="check only these configs (repeatable; default the eight seed configs)")
     ap.add_argument("--kv-json", help="also validate this --kv-transfer-config JSON")
     ap.add_argument("--import-timeout", type=float, default=180.0)
     ap.add_argument("--out", help="also write the JSON to this file")

@@ -5,10 +5,15 @@
 # healthy (/health 200, process alive, no fatal log line, no finished_reason="error" increase —
 # the seed's vllm:engine_core_failed_total does not exist). Missing mooncake or lmcache: skipped
 # at once with the exact ImportError (no launch).
-# Log: $CTAX_PREFLIGHT_DIR/verify_multi_mooncake_lmcache.log. Last stdout line: the decision JSON.
+# Also the named variant multi_mooncake_lmcache_nhd (argument 1; VLLM_KV_CACHE_LAYOUT=NHD).
+# Log: $CTAX_PREFLIGHT_DIR/verify_<config>.log. Last stdout line: the decision JSON.
 set -euo pipefail
 # shellcheck source=launch/common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../launch/common.sh"
-[[ $# -eq 0 ]] || { echo "usage: $0   (configured by environment, see launch/common.sh)" >&2; exit 2; }
-exec "$(ctax_python)" "$CTAX_REPO/tools/verify_server.py" --config multi_mooncake_lmcache \
+config=${1:-multi_mooncake_lmcache}
+case "$config" in multi_mooncake_lmcache|multi_mooncake_lmcache_nhd) ;; *)
+  echo "usage: $0 [multi_mooncake_lmcache|multi_mooncake_lmcache_nhd]  (configured by environment, see launch/common.sh)" >&2; exit 2 ;;
+esac
+[[ $# -le 1 ]] || { echo "usage: $0 [config]" >&2; exit 2; }
+exec "$(ctax_python)" "$CTAX_REPO/tools/verify_server.py" --config "$config" \
   --requests 5 --max-tokens 32 --request-timeout 60 --total-timeout 60

@@ -384,7 +384,9 @@ def main() -> int:
     ap.add_argument("--dummy-bootstrap", action="store_true")
     a = ap.parse_args()
     configs = ["plain", "noop_connector", "mooncake_producer", "mooncake_consumer",
-               "mooncake_both", "nixl_both", "lmcache_only", "multi_mooncake_lmcache"]
+               "mooncake_both", "nixl_both", "lmcache_only", "multi_mooncake_lmcache",
+               # named variants (launch/common.sh CTAX_VARIANTS)
+               "mooncake_both_nhd", "multi_mooncake_lmcache_nhd"]
     if a.config not in configs or a.requests < 1 or a.max_tokens < 1:
         ap.error(f"--config must be one of {configs}; --requests/--max-tokens >= 1")
     if not os.environ.get("CTAX_MODEL"):

@@ -209,8 +209,16 @@ impl Parser {
         let msg = prefix.map_or(line.trim(), |(_, _, m)| m);
         // vllm/distributed/kv_transfer/kv_connector/v1/{mooncake,nixl}: "<X>Connector setting KV
         // cache layout to HND for better xfer performance." (0.26).
-        if let Some(i) = msg.find(" setting KV cache layout to ") {
-            let rest = &msg[i + " setting KV cache layout to ".len()..];
+        // vllm/v1/attention/backends/utils.py (0.26): "`VLLM_KV_CACHE_LAYOUT` environment
+        // variable detected. Setting KV cache layout to NHD." — the variable wins over any
+        // connector's wish (the named `_nhd` variants set it).
+        let set_to = [
+            " setting KV cache layout to ",
+            " Setting KV cache layout to ",
+        ]
+        .iter()
+        .find_map(|pat| msg.find(pat).map(|i| &msg[i + pat.len()..]));
+        if let Some(rest) = set_to {
             self.f.kv_cache_layout = Some(first_word(rest));
             self.f.kv_cache_layout_source = Some(msg.to_owned());
         } else if msg.contains("Connectors do not specify a kv cache layout, defaulting to NHD") {
@@ -521,6 +529,22 @@ mod tests {
         assert!(
             s.contains("KV layout HND") && s.contains("hybrid KV-cache manager off"),
             "{s}"
+        );
+    }
+
+    /// The layout forced by `VLLM_KV_CACHE_LAYOUT=NHD` (the named `_nhd` variants; the real
+    /// line of results/preflight-nhd-h200-2026-12-01, vLLM 0.26.0).
+    #[test]
+    fn layout_from_the_environment_variable() {
+        let f = parse(
+            "(EngineCore pid=1525) INFO 12-01 05:15:55 [utils.py:104] `VLLM_KV_CACHE_LAYOUT` \
+             environment variable detected. Setting KV cache layout to NHD.\n",
+        );
+        assert_eq!(f.kv_cache_layout.as_deref(), Some("NHD"));
+        assert!(
+            f.kv_cache_layout_source
+                .as_deref()
+                .is_some_and(|s| s.starts_with("`VLLM_KV_CACHE_LAYOUT` environment variable"))
         );
     }
 

@@ -46,7 +46,9 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
         unstable: s.aa_taxes.iter().any(|a| a.unstable),
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
-    note_single_launches(&mut v, &s.launch_noise);
+    note_single_launches(&mut v, &s.launch_noise, |id| {
+        hypotheses::configs_in(&ctx, id)
+    });
     v
 }
 
@@ -55,6 +57,7 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
 fn note_single_launches(
     v: &mut Verdicts,
     noise: &crate::analysis::launch_noise::LaunchNoiseSummary,
+    configs_of: impl Fn(&str) -> &'static [&'static str],
 ) {
     for x in v
         .hypotheses
@@ -64,7 +67,7 @@ fn note_single_launches(
     {
         let phase = hypotheses::phase_of(&x.id);
         let once: Vec<&str> = std::iter::once("plain")
-            .chain(hypotheses::configs_of(&x.id).iter().copied())
+            .chain(configs_of(&x.id).iter().copied())
             .filter(|c| noise.launches_of(phase, c) == Some(1))
             .collect();
         if !once.is_empty() {

@@ -10,7 +10,7 @@ use super::style::{self, Area};
 use super::{Ctx, Drawing, Spec};
 use crate::analysis::model::{Estimate, Tax, TaxContext, TaxValue};
 use crate::report::fmt;
-use crate::verdicts::hypotheses::H4_MAX_DEVIATION;
+use crate::verdicts::hypotheses::{H4_MAX_DEVIATION, H4_NHD, h4_configs};
 
 pub(super) const SPEC: Spec = Spec {
     number: 8,
@@ -18,26 +18,41 @@ pub(super) const SPEC: Spec = Spec {
     title: "Figure 8. H4: is the MultiConnector tax additive? (ref_safe)",
 };
 
-const A: &str = "mooncake_both";
-const B: &str = "lmcache_only";
-const M: &str = "multi_mooncake_lmcache";
+/// The three configs compared (A, B, multi): the seed's, or the NHD variants when only they
+/// have taxes at ref_safe (the same choice as H4's, `hypotheses::h4_configs`).
+fn trio(ctx: &Ctx<'_>) -> &'static [&'static str; 3] {
+    h4_configs(|c| {
+        ctx.tax(c, TaxContext::RefSafe)
+            .and_then(|t| t.ttft_p90.as_ref())
+            .is_some()
+    })
+}
 const PANEL_H: u32 = 330;
 const BAND: RGBColor = RGBColor(0xe6, 0xee, 0xf7);
 
 type Metric = fn(&Tax) -> Option<&TaxValue>;
 
-pub(super) fn caption(_: &Ctx<'_>) -> String {
+pub(super) fn caption(ctx: &Ctx<'_>) -> String {
+    let [a, b, m] = *trio(ctx);
+    let variant = if *trio(ctx) == H4_NHD {
+        " These are the named NHD variants (VLLM_KV_CACHE_LAYOUT=NHD for the two Mooncake \
+         configs): the seed's multi_mooncake_lmcache has no tax at ref_safe, so the figure \
+         compares the engines that could run, not the seed's."
+    } else {
+        ""
+    };
     format!(
-        "Tax vs plain at ref_safe of mooncake_both (A), lmcache_only (B), their sum A + B (stacked; its \
-         whiskers add the two CIs' bounds, a conservative interval) and multi_mooncake_lmcache (the \
+        "Tax vs plain at ref_safe of {a} (A), {b} (B), their sum A + B (stacked; its \
+         whiskers add the two CIs' bounds, a conservative interval) and {m} (the \
          two stacked in one MultiConnector), with 95% CIs. The shaded band is where A + B must lie \
          for the seed's additivity test, |multi - (A + B)| / multi <= {H4_MAX_DEVIATION:.2}; above it the stack is \
-         super-additive, below it sub-additive."
+         super-additive, below it sub-additive.{variant}"
     )
 }
 
 pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
-    let missing: Vec<String> = [A, B, M]
+    let [a, b, m] = *trio(ctx);
+    let missing: Vec<String> = [a, b, m]
         .iter()
         .filter(|c| {
             ctx.tax(c, TaxContext::RefSafe)
@@ -51,7 +66,7 @@ pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
         .collect();
     if !missing.is_empty() {
         return Ok(Drawing::Dropped(format!(
-            "H4 needs all three of {A}, {B} and {M}; missing: {}. Figure 8 is not drawn.",
+            "H4 needs all three of {a}, {b} and {m}; missing: {}. Figure 8 is not drawn.",
             missing.join("; ")
         )));
     }
@@ -61,6 +76,7 @@ pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
             root,
             &top,
             ctx,
+            [a, b, m],
             |t| t.ttft_p90.as_ref(),
             "TTFT p90 tax vs plain (%)",
         )?;
@@ -68,6 +84,7 @@ pub(super) fn draw(ctx: &Ctx<'_>) -> anyhow::Result<Drawing> {
             root,
             &bottom,
             ctx,
+            [a, b, m],
             |t| t.tpot_p90.as_ref(),
             "TPOT p90 tax vs plain (%)",
         )?;
@@ -80,6 +97,7 @@ fn panel(
     root: &Area<'_>,
     area: &Area<'_>,
     ctx: &Ctx<'_>,
+    [name_a, name_b, name_m]: [&str; 3],
     metric: Metric,
     y_desc: &str,
 ) -> anyhow::Result<()> {
@@ -88,7 +106,7 @@ fn panel(
             .and_then(metric)
             .map(|v| v.value)
     };
-    let (a, b, m) = (get(A), get(B), get(M));
+    let (a, b, m) = (get(name_a), get(name_b), get(name_m));
     let sum = match (a, b) {
         (Some(a), Some(b)) => Some(Estimate {
             est: a.est + b.est,
@@ -97,7 +115,8 @@ fn panel(
         }),
         _ => None,
     };
-    let bars: [(&str, Option<Estimate>); 4] = [(A, a), (B, b), ("A + B (sum)", sum), (M, m)];
+    let bars: [(&str, Option<Estimate>); 4] =
+        [(name_a, a), (name_b, b), ("A + B (sum)", sum), (name_m, m)];
     let band = m.map(|m| {
         (
             (1.0 - H4_MAX_DEVIATION) * m.est,
@@ -157,12 +176,12 @@ fn panel(
             let yab = px(0.0, ea + eb).1;
             root.draw(&Rectangle::new(
                 [(x0, zero.min(ya)), (x1, zero.max(ya))],
-                ctx.color(A).filled(),
+                ctx.color(name_a).filled(),
             ))
             .map_err(style::err)?;
             root.draw(&Rectangle::new(
                 [(x0, ya.min(yab)), (x1, ya.max(yab))],
-                ctx.color(B).filled(),
+                ctx.color(name_b).filled(),
             ))
             .map_err(style::err)?;
         } else {
