@@ -8,13 +8,15 @@ queues without bound at ref_safe and measures queueing, not the per-step tax.
                      [--config plain] [--startup-timeout 600]
 
 Environment: the launch contract of launch/common.sh (CTAX_MODEL, CTAX_PORT, CTAX_VLLM, ...).
-Steps: (1) launch launch/launch_<config>.sh in its own session (run directory
-${TMPDIR:-/tmp}/ctax-probe/run_<config>, server output in server.log there); (2) wait for
-GET /v1/models 200; (3) for each input length: one unmeasured request (kernel warm-up), then
+The server is launched, awaited and stopped by the pre-flight's code (tools/verify_server.py,
+class Verify): run directory ${CTAX_PREFLIGHT_DIR:-${TMPDIR:-/tmp}/ctax-probe}/run_<config>,
+server output in verify_<config>.log beside it.
+Steps: (1) launch launch/launch_<config>.sh in its own session; (2) wait for GET /v1/models 200
+listing the served name; (3) for each input length: one unmeasured request (kernel warm-up), then
 --repeats sequential requests with max_tokens 1 (latency = one request's prefill + one token),
 then --burst requests sent at once (capacity = burst / wall time of the burst, the server's
 prefill throughput with a full chunked-prefill budget); (4) stop the process group (SIGINT,
-SIGKILL after 20 s). Prompts are random token IDs in [10, --vocab-hi), so no tokenizer is involved
+then SIGKILL to whatever is left of it). Prompts are random token IDs in [10, --vocab-hi), so no tokenizer is involved
 and no prefix is shared (prefix caching cannot help).
 
 Last stdout line: one JSON object {"config", "served", "lens": {L: {"latency_s": [...],
@@ -30,12 +32,11 @@ import http.client
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from verify_server import Verify  # noqa: E402  (the pre-flight's launch/wait/stop)
 
 
 def post(host: str, port: int, body: dict, timeout: float) -> float:
@@ -52,15 +53,6 @@ def post(host: str, port: int, body: dict, timeout: float) -> float:
     finally:
         conn.close()
     return time.monotonic() - t0
-
-
-def ready(host: str, port: int) -> bool:
-    try:
-        conn = http.client.HTTPConnection(host, port, timeout=5)
-        conn.request("GET", "/v1/models")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
 
 
 def main() -> int:
@@ -83,22 +75,18 @@ def main() -> int:
     port = int(os.environ.get("CTAX_PORT", "8000"))
     model = os.environ.get("CTAX_MODEL", "")
     served = os.environ.get("CTAX_SERVED_NAME") or os.path.basename(model.rstrip("/"))
-    run_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ctax-probe", f"run_{a.config}")
-    os.makedirs(run_dir, exist_ok=True)
-    env = dict(os.environ, CTAX_RUN_DIR=run_dir)
-    log = open(os.path.join(run_dir, "server.log"), "w", encoding="utf-8")
-    script = os.path.join(REPO, "launch", f"launch_{a.config}.sh")
-    t0 = time.monotonic()
-    proc = subprocess.Popen(["bash", script], stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
+    os.environ.setdefault("CTAX_PREFLIGHT_DIR",
+                          os.path.join(os.environ.get("TMPDIR", "/tmp"), "ctax-probe"))
+    os.environ["CTAX_VERIFY_STARTUP_TIMEOUT"] = str(a.startup_timeout)
+    server = Verify(argparse.Namespace(config=a.config))
     result: dict = {"config": a.config, "served": served, "lens": {}}
     rc = 0
     try:
-        while not ready(host, port):
-            if proc.poll() is not None or time.monotonic() - t0 > a.startup_timeout:
-                raise RuntimeError(f"server not ready (exit {proc.poll()}); see {log.name}")
-            time.sleep(2)
-        result["ready_s"] = round(time.monotonic() - t0, 1)
+        server.launch()
+        err = server.wait_ready()
+        if err:
+            raise RuntimeError(f"{err} (see {server.log_path})")
+        result["ready_s"] = round(server.startup_s, 1)
         rng = random.Random(20261201)
         for n in lens:
             def body() -> dict:
@@ -123,13 +111,7 @@ def main() -> int:
         result["error"] = str(e)
         rc = 1
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        server.stop()
     line = json.dumps(result, sort_keys=True)
     if a.out:
         with open(a.out, "w", encoding="utf-8") as f:
