@@ -89,8 +89,12 @@ pub(crate) fn todo(
 }
 
 /// Moves the raw files of cells about to be rerun into `superseded/<stamp>/` (kept, not
-/// ingested) and forgets their summary entries so the new ones replace them.
+/// ingested) and forgets their summary entries so the new ones replace them. Per-cell step files
+/// removed by `ctax archive --slim-steps` are written back first ([`super::steps::materialize`]).
 pub(crate) fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> {
+    // A slimmed archive's cells get their step files back first: the old attempts' steps move
+    // to superseded/ with the rest, and the kept cells' cut never mixes in the new raw log.
+    super::steps::materialize(dir)?;
     let dst = dir.join("superseded").join(manifest::stamp(unix_ms()));
     for c in todo {
         for kind in ctax_schema::FileKind::ALL {

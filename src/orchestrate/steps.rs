@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ctax_schema::{CellHealth, FileKind, file_name};
+use ctax_schema::{CellHealth, CellKey, FileKind, Phase, StepRecord, file_name};
 
 use crate::ingest::step_slices::{self, LaunchSteps};
 
@@ -47,14 +47,8 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
     };
     for c in cells {
         let name = file_name(FileKind::EngineStep, c.phase, &c.cell);
-        let recs = launch.of_cell(c);
-        let mut body = Vec::new();
-        for r in recs {
-            serde_json::to_writer(&mut body, r)?;
-            body.push(b'\n');
-        }
-        crate::fsutil::write_atomic(&run_dir.join(&name), &body)?;
-        rep.cells.push((name, recs.len()));
+        let n = write_cell(run_dir, &name, launch.of_cell(c))?;
+        rep.cells.push((name, n));
     }
     for f in &rep.raw_files {
         let raw = std::fs::read(f)?;
@@ -67,11 +61,60 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
     Ok(rep)
 }
 
+/// Writes one per-cell step file (atomically); returns the records written.
+fn write_cell(run_dir: &Path, name: &str, recs: &[StepRecord]) -> anyhow::Result<usize> {
+    let mut body = Vec::new();
+    for r in recs {
+        serde_json::to_writer(&mut body, r)?;
+        body.push(b'\n');
+    }
+    crate::fsutil::write_atomic(&run_dir.join(name), &body)?;
+    Ok(recs.len())
+}
+
+/// Before a launch is resumed in its run directory: writes the per-cell step file of every
+/// cell of `summary.json` that has none (`ctax archive --slim-steps` removed it), cut from the
+/// raw logs now there, i.e. exactly what ingest reads for it. Without this, the resumed
+/// launch's raw log — on another machine its CLOCK_MONOTONIC can overlap the old cells'
+/// windows — would join the old cells' cut. Returns the files written.
+pub(crate) fn materialize(run_dir: &Path) -> anyhow::Result<usize> {
+    let logs = step_slices::raw_logs(run_dir, false);
+    if logs.is_empty() {
+        return Ok(0);
+    }
+    let summary = super::resume::read_summary(run_dir);
+    let (streams, _) = crate::ingest::names::raw_streams(run_dir)?;
+    let has_file = |phase: Phase, cell: &str| {
+        streams
+            .iter()
+            .any(|s| s.kind == FileKind::EngineStep && s.phase == phase && s.cell_name() == cell)
+    };
+    let missing: Vec<&CellHealth> = summary
+        .cells
+        .iter()
+        .filter_map(|(k, h)| CellKey::parse(k).map(|key| (key, h)))
+        .filter(|(key, _)| !has_file(key.phase, &key.cell.name()))
+        .map(|(_, h)| h)
+        .collect();
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    let launch = LaunchSteps::read(&logs)?;
+    for h in &missing {
+        write_cell(
+            run_dir,
+            &file_name(FileKind::EngineStep, h.phase, &h.cell),
+            launch.of_cell(h),
+        )?;
+    }
+    Ok(missing.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ingest::jsonl;
-    use ctax_schema::{Arrival, Phase, StepRecord};
+    use ctax_schema::Arrival;
     use std::collections::BTreeMap;
 
     fn rec(t: u64, pid: u32, dur: Option<f64>, gf: Option<f64>) -> StepRecord {
@@ -263,5 +306,18 @@ mod tests {
         // A second pass removes nothing more.
         let again = crate::orchestrate::archive::slim_steps_root(root.path()).unwrap();
         assert_eq!(again.slimmed, 0);
+
+        // A resume in this directory (`resume::supersede`) first writes the removed files back
+        // from the cut; a raw log the resumed launch then adds, with clock values inside the old
+        // cells' windows (another machine's CLOCK_MONOTONIC), no longer changes their steps.
+        assert_eq!(materialize(&d).unwrap(), 2);
+        assert!(d.join("engine_step_A_r1_i8_o8.jsonl").exists());
+        assert_eq!(materialize(&d).unwrap(), 0, "nothing left to write");
+        assert_eq!(steps_of(), before);
+        let foreign: Vec<StepRecord> = (0..50)
+            .map(|i| rec(1_000_000 + i * 200_000 + 50_000, 77, Some(60.0), None))
+            .collect();
+        write("engine_step_raw.77.jsonl", &foreign);
+        assert_eq!(steps_of(), before, "the kept cells read their own files");
     }
 }
