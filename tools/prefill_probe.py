@@ -9,7 +9,7 @@ queues without bound at ref_safe and measures queueing, not the per-step tax.
 
 Environment: the launch contract of launch/common.sh (CTAX_MODEL, CTAX_PORT, CTAX_VLLM, ...).
 The server is launched, awaited and stopped by the pre-flight's code (tools/verify_server.py,
-class Verify): run directory ${CTAX_PREFLIGHT_DIR:-${TMPDIR:-/tmp}/ctax-probe}/run_<config>,
+class Verify): run directory ${CTAX_PROBE_DIR:-${TMPDIR:-/tmp}/ctax-probe}/run_<config>,
 server output in verify_<config>.log beside it.
 Steps: (1) launch launch/launch_<config>.sh in its own session; (2) wait for GET /v1/models 200
 listing the served name; (3) for each input length: one unmeasured request (kernel warm-up), then
@@ -75,8 +75,11 @@ def main() -> int:
     port = int(os.environ.get("CTAX_PORT", "8000"))
     model = os.environ.get("CTAX_MODEL", "")
     served = os.environ.get("CTAX_SERVED_NAME") or os.path.basename(model.rstrip("/"))
-    os.environ.setdefault("CTAX_PREFLIGHT_DIR",
-                          os.path.join(os.environ.get("TMPDIR", "/tmp"), "ctax-probe"))
+    # Its own directory, never a pre-flight's (whose verify_<config>.log it would overwrite),
+    # and always launch/launch_<config>.sh.
+    os.environ["CTAX_PREFLIGHT_DIR"] = os.environ.get("CTAX_PROBE_DIR") or os.path.join(
+        os.environ.get("TMPDIR", "/tmp"), "ctax-probe")
+    os.environ.pop("CTAX_VERIFY_LAUNCH", None)
     os.environ["CTAX_VERIFY_STARTUP_TIMEOUT"] = str(a.startup_timeout)
     server = Verify(argparse.Namespace(config=a.config))
     result: dict = {"config": a.config, "served": served, "lens": {}}
@@ -112,6 +115,7 @@ def main() -> int:
         rc = 1
     finally:
         server.stop()
+        server.logf.close()
     line = json.dumps(result, sort_keys=True)
     if a.out:
         with open(a.out, "w", encoding="utf-8") as f:

@@ -443,21 +443,44 @@ pub(crate) fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
         }
         rc.account.incomplete.extend(cut_short);
     }
-    // A cell of summary.json without its per-cell step file (`ctax archive --slim-steps`
-    // removed it after checking it equals this cut): its steps are cut from the raw logs.
-    let unsliced: Vec<_> = health
-        .iter()
-        .filter(|(k, _)| !cells.get(*k).is_some_and(|rc| rc.has_steps))
-        .collect();
-    let logs = step_slices::raw_logs(path, false);
-    if !unsliced.is_empty() && !logs.is_empty() {
-        let launch = step_slices::LaunchSteps::read(&logs)
-            .with_context(|| format!("reading the raw step logs of {}", path.display()))?;
-        warnings.extend(launch.warnings.iter().cloned());
-        for (k, h) in unsliced {
-            let rc = cells.entry(k.clone()).or_default();
-            rc.steps = launch.of_cell(h).to_vec();
-            rc.has_steps = true;
+    // A cell whose per-cell step file `ctax archive --slim-steps` removed (listed in
+    // steps_slimmed.json) is cut from the raw logs, if they still hold what it was verified
+    // against; otherwise it stays without steps, with a warning.
+    match step_slices::SlimMarker::read(path) {
+        Err(e) => warnings.push(format!("{e:#}; no step records are cut from the raw logs")),
+        Ok(None) => {}
+        Ok(Some(marker)) => {
+            let unsliced: Vec<_> = health
+                .iter()
+                .filter(|(k, _)| !cells.get(*k).is_some_and(|rc| rc.has_steps))
+                .filter(|((phase, cell), _)| {
+                    marker.cells.contains(&format!("{}/{cell}", phase.tag()))
+                })
+                .collect();
+            let launch = step_slices::LaunchSteps::read(&step_slices::raw_logs(path, false));
+            match launch {
+                _ if unsliced.is_empty() => {}
+                Err(e) => warnings.push(format!(
+                    "{}: the raw step logs cannot be read ({e:#}): the {} slimmed cells have no \
+                     step records",
+                    path.display(),
+                    unsliced.len()
+                )),
+                Ok(l) => match marker.mismatch(&l) {
+                    Some(why) => warnings.push(format!(
+                        "{}: {why}: the {} slimmed cells have no step records",
+                        path.display(),
+                        unsliced.len()
+                    )),
+                    None => {
+                        for (k, h) in unsliced {
+                            let rc = cells.entry(k.clone()).or_default();
+                            rc.steps = l.of_cell(h).to_vec();
+                            rc.has_steps = true;
+                        }
+                    }
+                },
+            }
         }
     }
     let run_placement = run_config.as_ref().and_then(|c| c.placement.clone());

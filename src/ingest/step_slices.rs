@@ -56,6 +56,8 @@ pub(crate) struct LaunchSteps {
     pub records: usize,
     pub worker_merged: usize,
     pub worker_unmatched: usize,
+    /// Records read per process log (stem `engine_step_raw.<pid>.jsonl`).
+    pub per_log: BTreeMap<String, usize>,
     /// Problems met reading the raw logs (a truncated last line, a file spelled twice).
     pub warnings: Vec<String>,
 }
@@ -68,7 +70,7 @@ impl LaunchSteps {
         let mut out = LaunchSteps::default();
         let mut sched: Vec<StepRecord> = Vec::new();
         let mut worker: Vec<StepRecord> = Vec::new();
-        for files in logs.values() {
+        for (stem, files) in logs {
             let parsed = files
                 .iter()
                 .map(|p| Ok((p.clone(), jsonl::read_jsonl::<StepRecord>(p)?)))
@@ -76,6 +78,7 @@ impl LaunchSteps {
             let (_, lines, chosen) = super::names::choose(parsed)?;
             out.warnings.extend(lines.warnings);
             out.warnings.extend(chosen);
+            out.per_log.insert(stem.clone(), lines.rows.len());
             for r in lines.rows {
                 out.records += 1;
                 // Worker-only records have no scheduler-side fields.
@@ -116,5 +119,47 @@ impl LaunchSteps {
         let lo = self.steps.partition_point(|s| s.t_ns < h.t_start_ns);
         let hi = self.steps.partition_point(|s| s.t_ns <= h.t_end_ns);
         &self.steps[lo..hi.max(lo)]
+    }
+}
+
+/// `steps_slimmed.json` in a run directory: which cells' per-cell step files `ctax archive
+/// --slim-steps` removed, and the raw logs (records per process log) their cut was verified
+/// against. Ingest cuts **only these cells**, and only while the raw logs still hold exactly
+/// those records: a log that grew (a launch still running when the archive ran) or a new log (a
+/// launch resumed in the directory, whose clock may overlap the old windows) makes it refuse,
+/// with a warning, instead of cutting foreign steps into a cell.
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SlimMarker {
+    /// Cell keys (`<phase>/<cell>`, canonical).
+    pub cells: std::collections::BTreeSet<String>,
+    /// Records per raw log (`engine_step_raw.<pid>.jsonl`, compressed or not).
+    pub raw_logs: BTreeMap<String, usize>,
+}
+
+/// The marker's file name.
+pub(crate) const SLIM_MARKER: &str = "steps_slimmed.json";
+
+impl SlimMarker {
+    /// The marker of `run_dir`: `Ok(None)` when there is none.
+    pub(crate) fn read(run_dir: &Path) -> anyhow::Result<Option<SlimMarker>> {
+        let p = run_dir.join(SLIM_MARKER);
+        match std::fs::read(&p) {
+            Ok(b) => Ok(Some(serde_json::from_slice(&b).map_err(|e| {
+                anyhow::anyhow!("{}: not a {SLIM_MARKER}: {e}", p.display())
+            })?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+        }
+    }
+
+    /// Why the raw logs read now are not the ones the cut was verified against, if they are not.
+    pub(crate) fn mismatch(&self, now: &LaunchSteps) -> Option<String> {
+        (self.raw_logs != now.per_log).then(|| {
+            format!(
+                "the raw step logs changed since the per-cell step files were slimmed (records \
+                 per log then {:?}, now {:?})",
+                self.raw_logs, now.per_log
+            )
+        })
     }
 }

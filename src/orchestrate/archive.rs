@@ -76,10 +76,13 @@ pub fn recompress_root(root: &Path, level: i32) -> anyhow::Result<ArchiveReport>
 
 /// Removes every per-cell step file (`engine_step_<phase>_<cell>.jsonl[.zst]`) under `root`
 /// whose records equal what ingest cuts from the run's raw step logs for that cell
-/// ([`crate::ingest::step_slices`]), so the raw log is stored once. A file is kept, with the
-/// reason, when the run has no `summary.json` entry for the cell, when the raw logs read with
-/// any warning (a truncated line, a log both plain and compressed), when the file is not the
-/// cell's only, canonically named file or reads with a warning, or when its records differ.
+/// ([`crate::ingest::step_slices`]), so the raw log is stored once; the run's
+/// `steps_slimmed.json` lists the cells and the raw logs (records per log) they were verified
+/// against, and ingest cuts only those cells, only while the logs are unchanged. A file is
+/// kept, with the reason, when a raw log is still plain (a launch running), when the run has
+/// no `summary.json` entry for the cell, when the raw logs read with any warning or changed
+/// since an earlier pass, when the file is not the cell's only, canonically named file or
+/// cannot be read cleanly, or when its records differ.
 pub fn slim_steps_root(root: &Path) -> anyhow::Result<ArchiveReport> {
     let mut rep = ArchiveReport::default();
     let mut dirs = Vec::new();
@@ -115,41 +118,82 @@ fn run_dirs_with_step_logs(
 
 fn slim_run(dir: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
     use ctax_schema::{CellKey, FileKind, RunSummary, StepRecord, file_name};
-    let logs = step_slices::raw_logs(dir, false);
-    let summary_path = dir.join("summary.json");
-    let summary: RunSummary = match std::fs::read(&summary_path) {
-        Ok(b) => serde_json::from_slice(&b)
-            .with_context(|| format!("reading {}", summary_path.display()))?,
-        Err(_) => {
-            rep.kept.push(format!(
-                "{}: per-cell step files kept: no summary.json (no cell windows to cut by)",
-                dir.display()
-            ));
+    let kept_all = |rep: &mut ArchiveReport, why: String| {
+        rep.kept.push(format!(
+            "{}: per-cell step files kept: {why}",
+            dir.display()
+        ));
+    };
+    // A plain raw log belongs to a launch still running (or killed before its split): its
+    // records are still coming, so no cut can be verified yet.
+    if let Some(p) = step_slices::raw_logs(dir, true).values().flatten().next() {
+        kept_all(
+            rep,
+            format!(
+                "{} is not compressed yet (a launch running, or killed before it cut its steps)",
+                p.display()
+            ),
+        );
+        return Ok(());
+    }
+    let summary: RunSummary = match std::fs::read(dir.join("summary.json"))
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            kept_all(
+                rep,
+                format!("summary.json cannot be read ({e}): no cell windows"),
+            );
             return Ok(());
         }
     };
-    let launch = step_slices::LaunchSteps::read(&logs)?;
+    let launch = match step_slices::LaunchSteps::read(&step_slices::raw_logs(dir, false)) {
+        Ok(l) => l,
+        Err(e) => {
+            kept_all(rep, format!("the raw step logs cannot be read ({e:#})"));
+            return Ok(());
+        }
+    };
     if let Some(w) = launch.warnings.first() {
-        rep.kept.push(format!(
-            "{}: per-cell step files kept: the raw step logs read with {} warning(s), first: {w}",
-            dir.display(),
-            launch.warnings.len()
-        ));
+        kept_all(
+            rep,
+            format!(
+                "the raw step logs read with {} warning(s), first: {w}",
+                launch.warnings.len()
+            ),
+        );
         return Ok(());
     }
-    let windows: std::collections::BTreeMap<(ctax_schema::Phase, String), _> = summary
+    let mut marker = match step_slices::SlimMarker::read(dir) {
+        Ok(m) => m.unwrap_or_default(),
+        Err(e) => {
+            kept_all(rep, format!("{e:#}"));
+            return Ok(());
+        }
+    };
+    if !marker.cells.is_empty()
+        && let Some(why) = marker.mismatch(&launch)
+    {
+        kept_all(rep, why);
+        return Ok(());
+    }
+    let windows: std::collections::BTreeMap<String, _> = summary
         .cells
         .iter()
-        .filter_map(|(k, h)| CellKey::parse(k).map(|key| ((key.phase, key.cell.name()), h)))
+        .filter_map(|(k, h)| CellKey::parse(k).map(|key| (key.to_string(), h)))
         .collect();
     let (streams, _) = crate::ingest::names::raw_streams(dir)?;
+    let mut verified = Vec::new();
     for s in streams.iter().filter(|s| s.kind == FileKind::EngineStep) {
+        let key = CellKey::new(s.phase, s.cell.clone()).to_string();
         let canonical = file_name(FileKind::EngineStep, s.phase, &s.cell_name());
         let shown = s
             .files
             .first()
             .map_or_else(String::new, |f| f.display().to_string());
-        let Some(h) = windows.get(&(s.phase, s.cell_name())) else {
+        let Some(h) = windows.get(&key) else {
             rep.kept
                 .push(format!("{shown}: kept: its cell is not in summary.json"));
             continue;
@@ -176,7 +220,14 @@ fn slim_run(dir: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
             rep.kept.push(format!("{shown}: kept: not a regular file"));
             continue;
         }
-        let lines = crate::ingest::jsonl::read_jsonl::<StepRecord>(f)?;
+        let lines = match crate::ingest::jsonl::read_jsonl::<StepRecord>(f) {
+            Ok(l) => l,
+            Err(e) => {
+                rep.kept
+                    .push(format!("{shown}: kept: it cannot be read ({e})"));
+                continue;
+            }
+        };
         if let Some(w) = lines.warnings.first() {
             rep.kept
                 .push(format!("{shown}: kept: it reads with a warning: {w}"));
@@ -195,7 +246,19 @@ fn slim_run(dir: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
             ));
             continue;
         }
-        if remove_if_unchanged(f, &meta0, rep, "slimmed")? {
+        verified.push((f.clone(), meta0, key));
+    }
+    if verified.is_empty() {
+        return Ok(());
+    }
+    // The marker first (atomically): a file it lists that is still there is read as before.
+    marker.raw_logs = launch.per_log.clone();
+    marker
+        .cells
+        .extend(verified.iter().map(|(_, _, k)| k.clone()));
+    crate::fsutil::write_json_atomic(&dir.join(step_slices::SLIM_MARKER), &marker)?;
+    for (f, meta0, _) in &verified {
+        if remove_if_unchanged(f, meta0, rep, "slimmed")? {
             rep.slimmed += 1;
             rep.slimmed_bytes += meta0.len();
         }

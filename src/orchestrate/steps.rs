@@ -6,9 +6,9 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ctax_schema::{CellHealth, CellKey, FileKind, Phase, StepRecord, file_name};
+use ctax_schema::{CellHealth, CellKey, FileKind, StepRecord, file_name};
 
-use crate::ingest::step_slices::{self, LaunchSteps};
+use crate::ingest::step_slices::{self, LaunchSteps, SlimMarker};
 
 pub(crate) use step_slices::RAW_PREFIX;
 
@@ -52,13 +52,29 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
     }
     for f in &rep.raw_files {
         let raw = std::fs::read(f)?;
-        let dst = PathBuf::from(format!("{}.zst", f.display()));
+        let dst = free_archive_name(f);
         let mut enc = zstd::Encoder::new(std::fs::File::create(&dst)?, 9)?;
         enc.write_all(&raw)?;
         enc.finish()?.sync_all()?;
         std::fs::remove_file(f)?;
     }
     Ok(rep)
+}
+
+/// `X.jsonl.zst` for the raw log `X.jsonl`, or, when an earlier launch in this directory left
+/// an archive of that name (the same pid on another machine), `engine_step_raw.<pid>.r<k>.jsonl.zst`
+/// with the first free k: an earlier launch's log is never overwritten.
+fn free_archive_name(f: &Path) -> PathBuf {
+    let dst = PathBuf::from(format!("{}.zst", f.display()));
+    if !dst.exists() {
+        return dst;
+    }
+    let stem = f.display().to_string();
+    let base = stem.strip_suffix(".jsonl").unwrap_or(&stem);
+    (1..)
+        .map(|k| PathBuf::from(format!("{base}.r{k}.jsonl.zst")))
+        .find(|p| !p.exists())
+        .expect("an unused name")
 }
 
 /// Writes one per-cell step file (atomically); returns the records written.
@@ -72,49 +88,46 @@ fn write_cell(run_dir: &Path, name: &str, recs: &[StepRecord]) -> anyhow::Result
     Ok(recs.len())
 }
 
-/// Before a launch is resumed in its run directory: writes the per-cell step file of every
-/// cell of `summary.json` that has none (`ctax archive --slim-steps` removed it), cut from the
-/// raw logs now there, i.e. exactly what ingest reads for it. Without this, the resumed
-/// launch's raw log — on another machine its CLOCK_MONOTONIC can overlap the old cells'
-/// windows — would join the old cells' cut. Returns the files written.
+/// Before a launch is resumed in its run directory: writes back the per-cell step file of every
+/// cell that `ctax archive --slim-steps` removed (listed in `steps_slimmed.json`), cut from the
+/// raw logs, i.e. exactly what ingest reads for it, then removes the marker. Without this, the
+/// resumed launch's raw log would make ingest refuse the slimmed cells. Refuses (error, marker
+/// kept) when the raw logs are no longer those the cut was verified against. Returns the files
+/// written.
 pub(crate) fn materialize(run_dir: &Path) -> anyhow::Result<usize> {
-    let logs = step_slices::raw_logs(run_dir, false);
-    if logs.is_empty() {
+    let Some(marker) = SlimMarker::read(run_dir)? else {
         return Ok(0);
+    };
+    let launch = LaunchSteps::read(&step_slices::raw_logs(run_dir, false))?;
+    if let Some(why) = marker.mismatch(&launch) {
+        anyhow::bail!("{}: {why}", run_dir.display());
     }
     let summary = super::resume::read_summary(run_dir);
     let (streams, _) = crate::ingest::names::raw_streams(run_dir)?;
-    let has_file = |phase: Phase, cell: &str| {
-        streams
+    let mut written = 0;
+    for (k, h) in &summary.cells {
+        let Some(key) = CellKey::parse(k).filter(|key| marker.cells.contains(&key.to_string()))
+        else {
+            continue;
+        };
+        let has_file = streams
             .iter()
-            .any(|s| s.kind == FileKind::EngineStep && s.phase == phase && s.cell_name() == cell)
-    };
-    let missing: Vec<&CellHealth> = summary
-        .cells
-        .iter()
-        .filter_map(|(k, h)| CellKey::parse(k).map(|key| (key, h)))
-        .filter(|(key, _)| !has_file(key.phase, &key.cell.name()))
-        .map(|(_, h)| h)
-        .collect();
-    if missing.is_empty() {
-        return Ok(0);
+            .any(|s| s.kind == FileKind::EngineStep && s.phase == key.phase && s.cell == key.cell);
+        if !has_file {
+            let name = file_name(FileKind::EngineStep, key.phase, &key.cell.name());
+            write_cell(run_dir, &name, launch.of_cell(h))?;
+            written += 1;
+        }
     }
-    let launch = LaunchSteps::read(&logs)?;
-    for h in &missing {
-        write_cell(
-            run_dir,
-            &file_name(FileKind::EngineStep, h.phase, &h.cell),
-            launch.of_cell(h),
-        )?;
-    }
-    Ok(missing.len())
+    std::fs::remove_file(run_dir.join(step_slices::SLIM_MARKER))?;
+    Ok(written)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ingest::jsonl;
-    use ctax_schema::Arrival;
+    use ctax_schema::{Arrival, Phase};
     use std::collections::BTreeMap;
 
     fn rec(t: u64, pid: u32, dur: Option<f64>, gf: Option<f64>) -> StepRecord {
@@ -307,17 +320,52 @@ mod tests {
         let again = crate::orchestrate::archive::slim_steps_root(root.path()).unwrap();
         assert_eq!(again.slimmed, 0);
 
-        // A resume in this directory (`resume::supersede`) first writes the removed files back
-        // from the cut; a raw log the resumed launch then adds, with clock values inside the old
-        // cells' windows (another machine's CLOCK_MONOTONIC), no longer changes their steps.
-        assert_eq!(materialize(&d).unwrap(), 2);
-        assert!(d.join("engine_step_A_r1_i8_o8.jsonl").exists());
-        assert_eq!(materialize(&d).unwrap(), 0, "nothing left to write");
-        assert_eq!(steps_of(), before);
+        assert!(d.join(step_slices::SLIM_MARKER).exists());
+
+        // A launch resumed here adds a raw log whose clock values fall inside the old cells'
+        // windows (another machine's CLOCK_MONOTONIC). Unmaterialized, ingest must refuse to cut
+        // the slimmed cells (no steps, a warning), never mix the foreign steps in.
         let foreign: Vec<StepRecord> = (0..50)
             .map(|i| rec(1_000_000 + i * 200_000 + 50_000, 77, Some(60.0), None))
             .collect();
-        write("engine_step_raw.77.jsonl", &foreign);
+        let foreign_log = d.join("engine_step_raw.77.jsonl.zst");
+        let body: String = foreign
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect();
+        std::fs::write(&foreign_log, zstd::encode_all(body.as_bytes(), 3).unwrap()).unwrap();
+        let (run, warnings) = crate::ingest::load_run(&d).unwrap();
+        // (This run has no request files: a cell without steps has no entry at all.)
+        let a1 = run.cells.get(&(Phase::A, "r1_i8_o8".to_owned()));
+        assert!(
+            a1.is_none_or(|c| !c.has_steps && c.steps.is_empty()),
+            "{a1:?}"
+        );
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("raw step logs changed since")),
+            "{warnings:?}"
+        );
+        // So a resume first writes the removed files back from the logs they were verified
+        // against (`resume::supersede` calls materialize before the new launch).
+        std::fs::remove_file(&foreign_log).unwrap();
+        assert_eq!(materialize(&d).unwrap(), 2);
+        assert!(d.join("engine_step_A_r1_i8_o8.jsonl").exists());
+        assert!(!d.join(step_slices::SLIM_MARKER).exists());
+        assert_eq!(materialize(&d).unwrap(), 0, "nothing left to write");
+        assert_eq!(steps_of(), before);
+        std::fs::write(&foreign_log, zstd::encode_all(body.as_bytes(), 3).unwrap()).unwrap();
         assert_eq!(steps_of(), before, "the kept cells read their own files");
+
+        // A plain raw log (a launch still running) stops the archive from slimming the run.
+        std::fs::write(d.join("engine_step_raw.78.jsonl"), "").unwrap();
+        let busy = crate::orchestrate::archive::slim_steps_root(root.path()).unwrap();
+        assert_eq!(busy.slimmed, 0);
+        assert!(
+            busy.kept.iter().any(|k| k.contains("not compressed yet")),
+            "{:?}",
+            busy.kept
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use ctax_schema::{Cell, Phase};
 
 use super::{Ctx, Draft, Verdict, VerdictKind, at_least, below, num, pct, pp};
-use crate::analysis::model::{Detection, Estimate};
+use crate::analysis::model::{CellStats, DatasetInfo, Detection, Estimate, has_complete_phase_a};
 use crate::analysis::taxes::{Metric, detection, diff, map3, ratio};
 
 pub(crate) const H1_MIN_TAX: f64 = 0.10;
@@ -49,11 +49,17 @@ pub(crate) fn h4_configs(usable: impl Fn(&str) -> bool) -> &'static [&'static st
     }
 }
 
+/// [`h4_configs`] on an analysis: a config is usable when it ran and has a complete Phase A
+/// cell (what `Ctx::has_data` asks). The one choice for H4, SC4 and figure 8.
+pub(crate) fn h4_configs_in(info: &DatasetInfo, cells: &[CellStats]) -> &'static [&'static str; 3] {
+    h4_configs(|c| info.configs.iter().any(|x| x == c) && has_complete_phase_a(cells, c))
+}
+
 /// The configs verdict `id` compares with plain in this dataset: [`configs_of`], with H4's
-/// (and SC4's) chosen by [`h4_configs`].
+/// (and SC4's) chosen by [`h4_configs_in`].
 pub(crate) fn configs_in(ctx: &Ctx, id: &str) -> &'static [&'static str] {
     if hypothesis_of(id) == "h4" {
-        h4_configs(|c| ctx.has_data(c).is_ok())
+        h4_configs_in(ctx.info, ctx.cells)
     } else {
         configs_of(id)
     }

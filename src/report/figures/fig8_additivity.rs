@@ -10,7 +10,7 @@ use super::style::{self, Area};
 use super::{Ctx, Drawing, Spec};
 use crate::analysis::model::{Estimate, Tax, TaxContext, TaxValue};
 use crate::report::fmt;
-use crate::verdicts::hypotheses::{H4_MAX_DEVIATION, H4_NHD, h4_configs};
+use crate::verdicts::hypotheses::{H4_MAX_DEVIATION, H4_NHD, h4_configs_in};
 
 pub(super) const SPEC: Spec = Spec {
     number: 8,
@@ -18,14 +18,10 @@ pub(super) const SPEC: Spec = Spec {
     title: "Figure 8. H4: is the MultiConnector tax additive? (ref_safe)",
 };
 
-/// The three configs compared (A, B, multi): the seed's, or the NHD variants when only they
-/// have taxes at ref_safe (the same choice as H4's, `hypotheses::h4_configs`).
+/// The three configs compared (A, B, multi): H4's own choice (`hypotheses::h4_configs_in`),
+/// the seed's or the NHD variants.
 fn trio(ctx: &Ctx<'_>) -> &'static [&'static str; 3] {
-    h4_configs(|c| {
-        ctx.tax(c, TaxContext::RefSafe)
-            .and_then(|t| t.ttft_p90.as_ref())
-            .is_some()
-    })
+    h4_configs_in(&ctx.r.summary.dataset, &ctx.r.summary.cells)
 }
 const PANEL_H: u32 = 330;
 const BAND: RGBColor = RGBColor(0xe6, 0xee, 0xf7);
@@ -36,7 +32,7 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
     let [a, b, m] = *trio(ctx);
     let variant = if *trio(ctx) == H4_NHD {
         " These are the named NHD variants (VLLM_KV_CACHE_LAYOUT=NHD for the two Mooncake \
-         configs): the seed's multi_mooncake_lmcache has no tax at ref_safe, so the figure \
+         configs): the seed's multi_mooncake_lmcache has no complete Phase A cell, so the figure \
          compares the engines that could run, not the seed's."
     } else {
         ""
