@@ -215,9 +215,14 @@ ctax_config_setup() {
     *_nhd)
       ctax_config_setup "${config%_nhd}"
       export VLLM_KV_CACHE_LAYOUT=NHD
+      return
       ;;
     *) ctax_die "unknown config '$config' (known: ${CTAX_CONFIGS[*]} ${CTAX_VARIANTS[*]})" ;;
   esac
+  if [[ -n "${VLLM_KV_CACHE_LAYOUT:-}" ]]; then
+    # Kept (the user's choice, recorded in launch.sh), but it is not the seed's engine.
+    echo "ctax launch: warning: VLLM_KV_CACHE_LAYOUT=$VLLM_KV_CACHE_LAYOUT is set in the environment: $config runs with that KV layout, not its own (the _nhd variants set it on purpose)" >&2
+  fi
 }
 
 # Builds CTAX_CMD (array) and exports the server environment.
