@@ -480,6 +480,47 @@ fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
     assert!(html.contains("HTTP 500 &#60;html&#62;"));
 }
 
+/// Figure 8 on the named NHD variants: with the seed's MultiConnector absent and both variants
+/// present (the demo's multi_mooncake_lmcache and mooncake_producer renamed to them), figure 8
+/// is drawn from the variants and its caption says so; the demo itself draws the seed's three.
+#[test]
+fn figure_8_falls_back_to_the_nhd_variants() {
+    let mut f = common::demo();
+    common::rename_config(
+        &mut f,
+        "multi_mooncake_lmcache",
+        "multi_mooncake_lmcache_nhd",
+    );
+    common::rename_config(&mut f, "mooncake_producer", "mooncake_both_nhd");
+    let out = render(&f);
+    assert_eq!(out.rendered.dropped().count(), 0);
+    let fig8 = out
+        .rendered
+        .figures
+        .iter()
+        .find(|x| x.number == 8)
+        .and_then(|x| x.file.clone())
+        .unwrap();
+    let svg = std::fs::read_to_string(&fig8).unwrap();
+    assert!(
+        svg.contains("multi_mooncake_lmcache_nhd") && svg.contains("mooncake_both_nhd"),
+        "figure 8 does not show the variants"
+    );
+    let html = out.html();
+    assert!(html.contains("These are the named NHD variants"), "caption");
+
+    let seed = render(&common::demo());
+    let fig8 = seed
+        .rendered
+        .figures
+        .iter()
+        .find(|x| x.number == 8)
+        .unwrap();
+    let svg = std::fs::read_to_string(fig8.file.as_ref().unwrap()).unwrap();
+    assert!(!svg.contains("_nhd") && svg.contains("multi_mooncake_lmcache"));
+    assert!(!seed.html().contains("These are the named NHD variants"));
+}
+
 #[test]
 fn stale_figures_are_removed_on_rerender() {
     let dir = tempfile::tempdir().unwrap();
