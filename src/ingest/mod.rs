@@ -453,33 +453,23 @@ pub(crate) fn load_run(path: &Path) -> anyhow::Result<(Run, Vec<String>)> {
             let unsliced: Vec<_> = health
                 .iter()
                 .filter(|(k, _)| !cells.get(*k).is_some_and(|rc| rc.has_steps))
-                .filter(|((phase, cell), _)| {
-                    marker.cells.contains(&format!("{}/{cell}", phase.tag()))
-                })
+                .filter(|((phase, cell), _)| marker.lists(*phase, cell))
                 .collect();
-            let launch = step_slices::LaunchSteps::read(&step_slices::raw_logs(path, false));
-            match launch {
-                _ if unsliced.is_empty() => {}
-                Err(e) => warnings.push(format!(
-                    "{}: the raw step logs cannot be read ({e:#}): the {} slimmed cells have no \
-                     step records",
-                    path.display(),
-                    unsliced.len()
-                )),
-                Ok(l) => match marker.mismatch(&l) {
-                    Some(why) => warnings.push(format!(
+            if !unsliced.is_empty() {
+                match marker.verified_logs(path) {
+                    Err(why) => warnings.push(format!(
                         "{}: {why}: the {} slimmed cells have no step records",
                         path.display(),
                         unsliced.len()
                     )),
-                    None => {
+                    Ok(l) => {
                         for (k, h) in unsliced {
                             let rc = cells.entry(k.clone()).or_default();
                             rc.steps = l.of_cell(h).to_vec();
                             rc.has_steps = true;
                         }
                     }
-                },
+                }
             }
         }
     }

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ctax_schema::{CellHealth, StepRecord};
+use ctax_schema::{Cell, CellHealth, CellKey, Phase, StepRecord};
 
 use super::jsonl;
 
@@ -150,6 +150,22 @@ impl SlimMarker {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
         }
+    }
+
+    /// The raw logs of `run_dir`, read, if they still hold exactly the records the cut was
+    /// verified against; else why not.
+    pub(crate) fn verified_logs(&self, run_dir: &Path) -> Result<LaunchSteps, String> {
+        let now = LaunchSteps::read(&raw_logs(run_dir, false))
+            .map_err(|e| format!("the raw step logs cannot be read ({e:#})"))?;
+        match self.mismatch(&now) {
+            Some(why) => Err(why),
+            None => Ok(now),
+        }
+    }
+
+    /// Does the marker list the cell (`phase`, canonical cell name)?
+    pub(crate) fn lists(&self, phase: Phase, cell: &str) -> bool {
+        Cell::parse(cell).is_some_and(|c| self.cells.contains(&CellKey::new(phase, c).to_string()))
     }
 
     /// Why the raw logs read now are not the ones the cut was verified against, if they are not.

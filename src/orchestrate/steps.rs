@@ -98,15 +98,14 @@ pub(crate) fn materialize(run_dir: &Path) -> anyhow::Result<usize> {
     let Some(marker) = SlimMarker::read(run_dir)? else {
         return Ok(0);
     };
-    let launch = LaunchSteps::read(&step_slices::raw_logs(run_dir, false))?;
-    if let Some(why) = marker.mismatch(&launch) {
-        anyhow::bail!("{}: {why}", run_dir.display());
-    }
+    let launch = marker
+        .verified_logs(run_dir)
+        .map_err(|why| anyhow::anyhow!("{}: {why}", run_dir.display()))?;
     let summary = super::resume::read_summary(run_dir);
     let (streams, _) = crate::ingest::names::raw_streams(run_dir)?;
     let mut written = 0;
     for (k, h) in &summary.cells {
-        let Some(key) = CellKey::parse(k).filter(|key| marker.cells.contains(&key.to_string()))
+        let Some(key) = CellKey::parse(k).filter(|key| marker.lists(key.phase, &key.cell.name()))
         else {
             continue;
         };

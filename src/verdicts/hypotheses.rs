@@ -37,22 +37,19 @@ pub(crate) const H4_NHD: [&str; 3] = [
     "multi_mooncake_lmcache_nhd",
 ];
 
-/// The configs H4 (and SC4, figure 8) compare, given which configs are `usable`: the seed's,
-/// unless multi_mooncake_lmcache is not and both NHD variants are (on vLLM 0.26 with the
-/// bundled LMCache, Mooncake's HND layout kills the MultiConnector's engine at its first KV
-/// store; DESIGN.md §8, §9.1). With neither usable, the seed's (whose reasons then say why).
-pub(crate) fn h4_configs(usable: impl Fn(&str) -> bool) -> &'static [&'static str; 3] {
+/// The configs H4 (and SC4, figure 8) compare: the seed's, unless multi_mooncake_lmcache is
+/// not usable and both NHD variants are (on vLLM 0.26 with the bundled LMCache, Mooncake's HND
+/// layout kills the MultiConnector's engine at its first KV store; DESIGN.md §8, §9.1); with
+/// neither usable, the seed's (whose reasons then say why). A config is usable when it ran and
+/// has a complete Phase A cell (what `Ctx::has_data` asks). The one choice for H4, SC4 and
+/// figure 8.
+pub(crate) fn h4_configs_in(info: &DatasetInfo, cells: &[CellStats]) -> &'static [&'static str; 3] {
+    let usable = |c: &str| info.configs.iter().any(|x| x == c) && has_complete_phase_a(cells, c);
     if !usable(H4_SEED[2]) && usable(H4_NHD[0]) && usable(H4_NHD[2]) {
         &H4_NHD
     } else {
         &H4_SEED
     }
-}
-
-/// [`h4_configs`] on an analysis: a config is usable when it ran and has a complete Phase A
-/// cell (what `Ctx::has_data` asks). The one choice for H4, SC4 and figure 8.
-pub(crate) fn h4_configs_in(info: &DatasetInfo, cells: &[CellStats]) -> &'static [&'static str; 3] {
-    h4_configs(|c| info.configs.iter().any(|x| x == c) && has_complete_phase_a(cells, c))
 }
 
 /// The configs verdict `id` compares with plain in this dataset: [`configs_of`], with H4's

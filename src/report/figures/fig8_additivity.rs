@@ -29,8 +29,9 @@ const BAND: RGBColor = RGBColor(0xe6, 0xee, 0xf7);
 type Metric = fn(&Tax) -> Option<&TaxValue>;
 
 pub(super) fn caption(ctx: &Ctx<'_>) -> String {
-    let [a, b, m] = *trio(ctx);
-    let variant = if *trio(ctx) == H4_NHD {
+    let configs = trio(ctx);
+    let [a, b, m] = *configs;
+    let variant = if *configs == H4_NHD {
         " These are the named NHD variants (VLLM_KV_CACHE_LAYOUT=NHD for the two Mooncake \
          configs): the seed's multi_mooncake_lmcache has no complete Phase A cell, so the figure \
          compares the engines that could run, not the seed's."
