@@ -15,18 +15,23 @@ struct R {
     verdicts: Verdicts,
 }
 
-fn run(spec: &SynthSpec) -> R {
-    let dir = tempfile::tempdir().unwrap();
-    generate(spec, dir.path()).unwrap();
-    let ds = connector_tax::ingest::load(dir.path()).unwrap();
-    let (a, verdicts): (AnalysisResult, Verdicts) = evaluate(
+/// Ingest and evaluate a results root as `ctax analyze` does (ITL skipped).
+fn analyze(root: &std::path::Path) -> (AnalysisResult, Verdicts) {
+    let ds = connector_tax::ingest::load(root).unwrap();
+    evaluate(
         &ds,
         &AnalyzeOptions {
             skip_itl: true,
             ..Default::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+fn run(spec: &SynthSpec) -> R {
+    let dir = tempfile::tempdir().unwrap();
+    generate(spec, dir.path()).unwrap();
+    let (a, verdicts) = analyze(dir.path());
     R {
         summary: a.summary,
         step_ecdf: a.step_ecdf,
@@ -435,15 +440,7 @@ fn verdicts_resting_on_a_single_launch_say_so() {
         .collect();
     assert_eq!(l1.len(), 1, "{l1:?}");
     std::fs::remove_dir_all(&l1[0]).unwrap();
-    let ds = connector_tax::ingest::load(dir.path()).unwrap();
-    let (a, v) = evaluate(
-        &ds,
-        &AnalyzeOptions {
-            skip_itl: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (a, v) = analyze(dir.path());
     assert_eq!(
         a.summary
             .launch_noise
@@ -511,15 +508,7 @@ fn launches_are_counted_per_phase() {
         }
     }
     assert_eq!(moved, 2);
-    let ds = connector_tax::ingest::load(dir.path()).unwrap();
-    let (a, v) = evaluate(
-        &ds,
-        &AnalyzeOptions {
-            skip_itl: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let (a, v) = analyze(dir.path());
     let n = &a.summary.launch_noise;
     for c in ["plain", "mooncake_both"] {
         assert_eq!(n.launches_of(ctax_schema::Phase::A, c), Some(2), "{c}");
