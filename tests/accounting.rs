@@ -845,3 +845,101 @@ fn a_ci_not_containing_its_estimate_is_never_a_detected_tax() {
         assert_eq!(v.detection, Detection::Unknown, "{v:?}");
     }
 }
+
+/// A launch stopped before its server was ready (its directory holds config.json, launch.sh,
+/// env.txt and the server logs, no cell and no summary.json) owes no summary.json when the
+/// manifest's last row for it says it was interrupted or failed; without such a row (none, or
+/// one saying `ok`) the missing summary.json is missing data.
+#[test]
+fn a_launch_stopped_during_startup_owes_no_summary() {
+    use ctax_schema::{ManifestRow, RowStatus};
+    let d = archive();
+    let clean = analyse(d.path());
+    let src = run_dir(d.path(), "mooncake_both");
+    let name = "20260106-000000_mooncake_both_l1";
+    let stopped = d.path().join(name);
+    std::fs::create_dir(&stopped).unwrap();
+    for f in ["launch.sh", "env.txt", "vllm_stdout.log", "vllm_stderr.log"] {
+        std::fs::copy(src.join(f), stopped.join(f)).unwrap();
+    }
+    let mut c: Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    c["launch"] = 1.into();
+    c["run_dir"] = name.into();
+    std::fs::write(
+        stopped.join("config.json"),
+        serde_json::to_string(&c).unwrap(),
+    )
+    .unwrap();
+    let sc6 = |root: &Path| {
+        analyse(root)
+            .v
+            .success_criteria
+            .into_iter()
+            .find(|v| v.id == "sc6")
+            .unwrap()
+    };
+    let missing = |v: &connector_tax::verdicts::Verdict| v.estimate.unwrap().est;
+    let base = missing(
+        clean
+            .v
+            .success_criteria
+            .iter()
+            .find(|v| v.id == "sc6")
+            .unwrap(),
+    );
+    let write_manifest = |status: RowStatus, reason: Option<&str>| {
+        let row = ManifestRow {
+            date_utc: "2026-01-06 00:00:00".into(),
+            stage: "1 Phase A".into(),
+            config: "mooncake_both".into(),
+            launch: 1,
+            run_dir: Some(name.into()),
+            status,
+            reason: reason.map(str::to_owned),
+            vllm_version: None,
+            vllm_git_sha: None,
+            connector_versions: Default::default(),
+            gpu: None,
+            launch_command: None,
+            step_timing_active: None,
+            started_unix_ms: 1,
+            duration_s: 100.0,
+            host: None,
+            placement: None,
+        };
+        let line = serde_json::to_string(&row).unwrap();
+        std::fs::write(d.path().join("manifest.jsonl"), format!("{line}\n")).unwrap();
+    };
+
+    // No manifest row: missing data.
+    let v = sc6(d.path());
+    assert_eq!(missing(&v), base + 1.0, "{}", v.reason);
+    assert!(
+        v.reason.contains(&format!("{name}/summary.json")),
+        "{}",
+        v.reason
+    );
+
+    // The manifest says the launch was interrupted during startup: nothing was due.
+    write_manifest(RowStatus::Interrupted, Some("Ctrl-C during startup"));
+    let v = sc6(d.path());
+    assert_eq!(missing(&v), base, "{}", v.reason);
+    assert!(
+        !v.reason.contains(&format!("{name}/summary.json")),
+        "{}",
+        v.reason
+    );
+    assert!(
+        v.reason.contains(&format!(
+            "stopped before serving, so no summary.json was due: {name} (manifest: interrupted, Ctrl-C during startup)"
+        )),
+        "{}",
+        v.reason
+    );
+
+    // A row saying the launch finished `ok` does not excuse a missing summary.json.
+    write_manifest(RowStatus::Ok, None);
+    let v = sc6(d.path());
+    assert_eq!(missing(&v), base + 1.0, "{}", v.reason);
+}

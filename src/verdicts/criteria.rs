@@ -1,6 +1,6 @@
 //! The seed's success criteria SC1–SC7 ("Success Criteria (revised)").
 
-use ctax_schema::{Decision, FileKind, file_name};
+use ctax_schema::{Decision, FileKind, RowStatus, file_name};
 
 use super::hypotheses::{
     H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, H4_MAX_DEVIATION, h3_label,
@@ -189,6 +189,7 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
         .iter()
         .map(|n| format!("{} (not loaded: {})", n.name, n.reason))
         .collect();
+    let mut not_served: Vec<String> = Vec::new();
     let step_timing = ctx.info.step_timing_available;
     for run in &ds.runs {
         // A launch whose engine died wrote no more files: say so next to what is missing.
@@ -199,9 +200,18 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
             .and_then(|f| f.fatal_error.as_ref())
             .map(|e| format!(" (engine died: {e})"))
             .unwrap_or_default();
+        let stopped = never_served(ds, run);
         for (f, present) in &run.artifacts {
-            if !present {
-                missing.push(format!("{}/{f}{died}", run.dir_name));
+            if *present {
+                continue;
+            }
+            // The collector writes summary.json; a launch stopped before its server was ready
+            // never ran it, so that file was never due (the manifest row says why).
+            match &stopped {
+                Some(why) if f == SUMMARY_FILE => {
+                    not_served.push(format!("{} ({why})", run.dir_name));
+                }
+                _ => missing.push(format!("{}/{f}{died}", run.dir_name)),
             }
         }
         for ((phase, cell), rc) in &run.cells {
@@ -245,12 +255,20 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
         lo: None,
         hi: None,
     });
+    let stopped_note = if not_served.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; stopped before serving, so no summary.json was due: {}",
+            not_served.join(", ")
+        )
+    };
     if missing.is_empty() {
         d.finish(
             e,
             VerdictKind::Supported,
             format!(
-                "{} run directories complete; every skipped config has a reason",
+                "{} run directories complete; every skipped config has a reason{stopped_note}",
                 ds.runs.len()
             ),
             None,
@@ -265,10 +283,31 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
         d.finish(
             e,
             VerdictKind::Refuted,
-            format!("missing: {}{more}", shown.join(", ")),
+            format!("missing: {}{more}{stopped_note}", shown.join(", ")),
             None,
         )
     }
+}
+
+/// The collector's per-run file, which only a launch that served writes.
+const SUMMARY_FILE: &str = "summary.json";
+
+/// Why `run` never served: its directory holds no cell and the manifest's last row for it says
+/// the launch was interrupted or failed before that (`None` otherwise, also with no manifest
+/// row: then a missing summary.json is missing data).
+fn never_served(ds: &Dataset, run: &crate::ingest::Run) -> Option<String> {
+    if !run.cells.is_empty() {
+        return None;
+    }
+    let row = ds
+        .manifest
+        .iter()
+        .rev()
+        .find(|r| r.run_dir.as_deref() == Some(run.dir_name.as_str()))?;
+    matches!(row.status, RowStatus::Interrupted | RowStatus::Failed).then(|| {
+        let reason = row.reason.as_deref().unwrap_or("no reason recorded");
+        format!("manifest: {}, {reason}", row.status.as_str())
+    })
 }
 
 fn sc7(ds: &Dataset) -> Verdict {
