@@ -76,6 +76,10 @@ pub struct SynthSpec {
     pub sigma: f64,
     /// Lognormal sigma of a per-launch level shift.
     pub launch_sigma: f64,
+    /// (Phase A rate, sigma): an extra per-launch lognormal level of that rate's cells alone, on
+    /// top of `launch_sigma` — launches that spread more near the knee than below it, as on the
+    /// H200 (DESIGN.md §4.3). Drawn from its own seeded stream: the requests stay as without it.
+    pub launch_sigma_at: Vec<(f64, f64)>,
     /// AR(1) coefficient of the per-request log-latency noise in send order (0 = independent):
     /// consecutive requests of a cell share part of their noise, as on a real server.
     pub ar_rho: f64,
@@ -107,6 +111,7 @@ impl Default for SynthSpec {
             base_tpot_ms: 10.0,
             sigma: 0.25,
             launch_sigma: 0.0,
+            launch_sigma_at: Vec::new(),
             ar_rho: 0.0,
             arrival: Arrival::Fixed,
             max_events: Some(64),
@@ -117,6 +122,26 @@ impl Default for SynthSpec {
             skipped: Vec::new(),
         }
     }
+}
+
+/// The extra per-launch level of a Phase A cell whose rate `launch_sigma_at` names (1 for every
+/// other cell), from a stream seeded by (seed, config, launch, rate) alone.
+fn cell_level(spec: &SynthSpec, config: &str, launch: u32, phase: Phase, cell: &Cell) -> f64 {
+    let Some(&(_, sigma)) = spec
+        .launch_sigma_at
+        .iter()
+        .find(|(r, _)| phase == Phase::A && *r == cell.rate)
+    else {
+        return 1.0;
+    };
+    // FNV-1a over the config's name, then the launch and the rate.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ spec.seed;
+    for b in config.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    h ^= (u64::from(launch) << 40) ^ cell.rate.to_bits();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(h);
+    (sigma * normal(&mut rng)).exp()
 }
 
 fn normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
@@ -302,6 +327,7 @@ fn write_run(
     };
     let mut t0: u64 = 1_000_000_000_000;
     for (phase, cell) in cells {
+        let level = level * cell_level(spec, &cfg.name, launch, *phase, cell);
         let h = write_cell(spec, cfg, launch, level, *phase, cell, dir, t0, rng)?;
         t0 = h.t_end_ns + 5_000_000_000;
         summary

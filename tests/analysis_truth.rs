@@ -401,6 +401,11 @@ fn launch_noise_is_estimated_and_widens_the_tax_ci() {
     // 0.102 * sqrt(0.207/4) = 0.023, 0.102 * sqrt(14.86/4) = 0.197).
     let sd = pv.var.sqrt();
     assert!((0.023..0.197).contains(&sd), "pooled launch sd {sd}");
+    // ref_safe (4 req/s) has 2 x (3 - 1) = 4 contrasts of its own (MIN_CELL_DF): its tax
+    // carries that cell's variance, with the same df.
+    let own = r.summary.launch_noise.cells["A/r4_i4096_o256"]["ttft_p90"];
+    assert_eq!(own.df, 4);
+    let sd = own.var.sqrt();
     let t = ref_safe_tax(&r, "mooncake_both").ttft_p90.clone().unwrap();
     let width = t.value.hi.unwrap() - t.value.lo.unwrap();
     // A t(4) interval of a difference of two 3-launch means: 2 * 2.776 * sd * sqrt(2/3) * 1.2
@@ -411,6 +416,79 @@ fn launch_noise_is_estimated_and_widens_the_tax_ci() {
         "CI width {width} vs t-interval {expect}"
     );
     assert!(t.value.lo.unwrap() <= 0.20 && 0.20 <= t.value.hi.unwrap());
+}
+
+/// Truth: plain, mooncake_both (a 20% TTFT tax) and nixl_both (none), 3 launches each; every
+/// launch has a 3% level shared by its cells, and at 2 req/s alone an extra level of sd 30%
+/// (launches that spread near the knee, as the H200's did at 6 req/s). The launch noise is
+/// estimated per cell: at 2 req/s it is the one-way ANOVA of the per-launch log p90s there
+/// (computed here by hand from the summary's per-launch estimates), df 3 x (3 - 1) = 6, far
+/// above 4 req/s's; the ref_safe tax (4 req/s) carries the quiet cell's noise — a t(6)
+/// interval from that cell's sd — and detects the 20% tax, which the variance pooled over the
+/// three cells (inflated by 2 req/s) would blur.
+#[test]
+fn launch_noise_is_estimated_per_cell() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.20, 1.0),
+        SynthConfig::new("nixl_both", 1.0, 1.0),
+    ]);
+    s.launches = 3;
+    s.launch_sigma = 0.03;
+    s.launch_sigma_at = vec![(2.0, 0.30)];
+    let r = run(&s);
+    assert_eq!(r.summary.reference_rates.ref_safe, Some(4.0));
+    let noise = &r.summary.launch_noise;
+    // One-way ANOVA by hand: per config, the log p90s of its launches in the cell; SS about
+    // the config's mean, summed, over df = sum of (launches - 1).
+    let anova = |cell: &str| {
+        let mut by: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+        for c in &r.summary.per_launch {
+            if c.key.cell == cell && c.key.phase == ctax_schema::Phase::A {
+                by.entry(c.key.config.as_str())
+                    .or_default()
+                    .push(c.ttft_ms.p90.as_ref().unwrap().est.ln());
+            }
+        }
+        let (mut ss, mut df) = (0.0, 0);
+        for v in by.values() {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            ss += v.iter().map(|y| (y - m).powi(2)).sum::<f64>();
+            df += v.len() - 1;
+        }
+        (ss / df as f64, df)
+    };
+    let (noisy, quiet) = ("A/r2_i4096_o256", "A/r4_i4096_o256");
+    for (tag, cell) in [(noisy, "r2_i4096_o256"), (quiet, "r4_i4096_o256")] {
+        let pv = noise.cells[tag]["ttft_p90"];
+        let (var, df) = anova(cell);
+        assert_eq!(pv.df as usize, df, "{tag}");
+        assert_eq!(df, 6);
+        assert!((pv.var - var).abs() < 1e-12, "{tag}: {} vs {var}", pv.var);
+    }
+    let (v2, v4) = (
+        noise.cells[noisy]["ttft_p90"].var,
+        noise.cells[quiet]["ttft_p90"].var,
+    );
+    let pooled = noise.metrics["ttft_p90"].var;
+    assert!(v2 > 4.0 * v4, "2 req/s {v2} vs 4 req/s {v4}");
+    assert!(pooled > v4 && pooled < v2, "pooled {pooled}");
+    assert_eq!(
+        noise
+            .variance_at("ttft_p90", ctax_schema::Phase::A, "r4_i4096_o256")
+            .map(|p| p.var),
+        Some(v4)
+    );
+    let t = ref_safe_tax(&r, "mooncake_both").ttft_p90.clone().unwrap();
+    let width = t.value.hi.unwrap() - t.value.lo.unwrap();
+    // t(6, 0.975) = 2.447 (t table); two 3-launch means; ratio scale near 1.2.
+    let expect = 2.0 * 2.447 * v4.sqrt() * (2.0f64 / 3.0).sqrt() * 1.2;
+    assert!(
+        width > 0.7 * expect && width < 1.6 * expect,
+        "CI width {width} vs t-interval {expect}"
+    );
+    assert!(t.value.lo.unwrap() <= 0.20 && 0.20 <= t.value.hi.unwrap());
+    assert_eq!(t.detection, Detection::Tax, "{:?}", t.value);
 }
 
 /// Truth: plain, mooncake_both and nixl_both ran two launches each, then nixl_both's second

@@ -5,7 +5,8 @@
 //! 5% of repeats; the test allows 18/200: P(Binomial(200, 0.05) >= 19) = 0.4% (binomial tail, by
 //! hand with scipy.stats.binom.sf(18, 200, 0.05) = 0.0036), so a calibrated CI fails it rarely and
 //! a CI that counted per-cell degrees of freedom (17/200 at 2 launches, DESIGN.md §4.3) sits at
-//! the edge. Measured with 2,000 resamples: 3/200 (2 launches) and 7/200 (3 launches).
+//! the edge. Measured with 2,000 resamples: 3/200 (2 launches) and 14/200 (3 launches, where
+//! each cell carries its own launch noise at df 4 since 2026-12-01; 7/200 with the pooled one).
 
 use connector_tax::noise_calibration::{Setting, run};
 

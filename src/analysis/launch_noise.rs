@@ -15,6 +15,15 @@
 //! with fewer requests than those the launch noise was pooled from never gets a narrower CI than
 //! its own requests allow.
 //!
+//! The noise is estimated per cell as well: on the H200 the per-launch spread of TTFT p90 was
+//! ±11% at 2 req/s, ±9% at 4 and ±31% at 6 req/s, close to the knee, where queueing amplifies
+//! a launch's speed (results/h200x2-2026-11-30, df 7 each), so one variance pooled over the rates
+//! made the ref_safe CIs too wide and the ref_load CIs too narrow. A statistic of a cell whose
+//! launches give at least [`MIN_CELL_DF`] independent contrasts (Σ over configs of launches − 1 in
+//! that cell) carries that cell's own variance, with its own df and its own draws (shared by
+//! every statistic of the metric in that cell, so a tax is t-calibrated there); every other cell
+//! (e.g. Phase B measured once) carries the variance pooled over all cells, as before.
+//!
 //! When no (config, cell) has two launches the launch-to-launch variance is unknown: the
 //! replicates stay request-level, and every tax says so ([`Detection::NoLaunchNoise`]) instead of
 //! claiming a detection.
@@ -36,6 +45,13 @@ const METRICS: [(Metric, &str); 4] = [
     (Metric::CallbackP50, "callback_p50"),
 ];
 
+/// A cell carries its own launch noise when its launches give at least this many independent
+/// contrasts; below it, the variance pooled over every cell. The rule reads only the launch
+/// counts (the design), never the values, so it cannot pick the narrower of two intervals; 4
+/// keeps the t-quantile of a cell's CI within 18% of the pooled one at df 7 (t₄ 2.776 vs t₇
+/// 2.365), where df 2 would double it (t₂ 4.303).
+pub(crate) const MIN_CELL_DF: u32 = 4;
+
 /// The reason a verdict cannot detect anything without launch noise.
 pub(crate) const UNKNOWN_REASON: &str = "launch-to-launch variance unknown (one launch per config)";
 
@@ -46,9 +62,15 @@ pub struct LaunchNoiseSummary {
     /// with data in that phase. A launch index names one server launch within one phase (Phase
     /// A's `l0` and Phase B's `l0` are two launches), so launches are counted per phase.
     pub launches: BTreeMap<Phase, BTreeMap<String, u32>>,
-    /// Per metric (`ttft_p90`, `tpot_p90`, `step_p50`, `callback_p50`): the pooled per-launch
-    /// variance on the log scale with its degrees of freedom; absent = unknown.
+    /// Per metric (`ttft_p90`, `tpot_p90`, `step_p50`, `callback_p50`): the per-launch variance
+    /// on the log scale pooled over every cell, with its degrees of freedom; absent = unknown.
+    /// Cells not listed in `cells` carry it.
     pub metrics: BTreeMap<String, PooledVariance>,
+    /// Per cell (`<phase>/<cell>`, e.g. `A/r2_i4096_o256`) and metric: the variance of that cell's
+    /// launches alone, listed where they give at least [`MIN_CELL_DF`] contrasts; a statistic of
+    /// a listed cell carries it instead of the pooled one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cells: BTreeMap<String, BTreeMap<String, PooledVariance>>,
     /// The method in one sentence (also in the conventions).
     pub method: String,
 }
@@ -63,12 +85,29 @@ impl LaunchNoiseSummary {
     pub fn launches_of(&self, phase: Phase, config: &str) -> Option<u32> {
         self.launches.get(&phase)?.get(config).copied()
     }
+
+    /// The variance a statistic of `metric` in (`phase`, `cell`) carries: the cell's own where
+    /// it has one, else the pooled one (`None`: unknown).
+    pub fn variance_at(&self, metric: &str, phase: Phase, cell: &str) -> Option<&PooledVariance> {
+        self.cells
+            .get(&cell_tag(phase, cell))
+            .and_then(|m| m.get(metric))
+            .or_else(|| self.metrics.get(metric))
+    }
+}
+
+/// `A/r2_i4096_o256`: how the summary names a cell's own noise.
+pub(crate) fn cell_tag(phase: Phase, cell: &str) -> String {
+    format!("{phase}/{cell}")
 }
 
 /// The model the tax engine draws replicates from.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct NoiseModel {
+    /// Per metric, the draws of the variance pooled over every cell.
     draws: BTreeMap<&'static str, Vec<f64>>,
+    /// Per metric and `<phase>/<cell>`, the draws of a cell's own variance ([`MIN_CELL_DF`]).
+    cell_draws: BTreeMap<(&'static str, String), Vec<f64>>,
     seed: u64,
 }
 
@@ -115,6 +154,7 @@ impl NoiseModel {
             .collect();
         let mut model = NoiseModel {
             draws: BTreeMap::new(),
+            cell_draws: BTreeMap::new(),
             seed,
         };
         let mut summary = LaunchNoiseSummary {
@@ -126,6 +166,7 @@ impl NoiseModel {
                 })
                 .collect(),
             metrics: BTreeMap::new(),
+            cells: BTreeMap::new(),
             method: METHOD.into(),
         };
         for (m, name) in METRICS {
@@ -161,6 +202,27 @@ impl NoiseModel {
                     .draws
                     .insert(name, variance_draws(&pv, resamples, seed, name));
             }
+            // Each cell alone: one group per config, so its df are exactly the launch
+            // contrasts in that cell.
+            let mut by_cell: BTreeMap<String, Vec<Vec<f64>>> = BTreeMap::new();
+            for (key, (_, v)) in unsaturated.iter().zip(&groups) {
+                by_cell
+                    .entry(cell_tag(key.phase, &key.cell))
+                    .or_default()
+                    .push(v.clone());
+            }
+            for (tag, values) in by_cell {
+                let Some(pv) = pooled_variance(&values).filter(|pv| pv.df >= MIN_CELL_DF) else {
+                    continue;
+                };
+                let draws = variance_draws(&pv, resamples, seed, &format!("{name}|{tag}"));
+                summary
+                    .cells
+                    .entry(tag.clone())
+                    .or_default()
+                    .insert(name.to_owned(), pv);
+                model.cell_draws.insert((name, tag), draws);
+            }
         }
         (model, summary)
     }
@@ -170,18 +232,23 @@ impl NoiseModel {
         self.draws.contains_key(name(m))
     }
 
-    /// Replicates of a statistic with estimate `est` pooled over `k` launches, given its
-    /// request-level replicates (`key` seeds its own normal draws). `None` when the launch noise
-    /// of `m` is unknown (use the request-level replicates, and say so).
+    /// Replicates of a statistic of (`phase`, `cell`) with estimate `est` pooled over `k`
+    /// launches, given its request-level replicates (`key` seeds its own normal draws): the
+    /// cell's own launch noise where it has one, else the pooled one. `None` when the launch
+    /// noise of `m` is unknown (use the request-level replicates, and say so).
     pub(crate) fn widen(
         &self,
         m: Metric,
+        (phase, cell): (Phase, &str),
         est: f64,
         k: u32,
         request: &[f64],
         key: &str,
     ) -> Option<Vec<f64>> {
-        let draws = self.draws.get(name(m))?;
+        let draws = self
+            .cell_draws
+            .get(&(name(m), cell_tag(phase, cell)))
+            .or_else(|| self.draws.get(name(m)))?;
         if est <= 0.0 || !est.is_finite() || draws.len() != request.len() {
             return None;
         }
@@ -239,9 +306,11 @@ fn name(m: Metric) -> &'static str {
         .expect("every metric is listed")
 }
 
-pub(crate) const METHOD: &str = "launch-level random effect: per metric, the pooled within-(config, cell) variance of \
-     log per-launch estimates over every unsaturated cell with >= 2 launches (one-way ANOVA, df = sum of \
-     launches - 1), applied to every config; a statistic pooled over k launches gets replicates \
-     est * exp(sqrt(max(s2_b / k, v_req)) * z), s2_b = s2 * df / chi2_df drawn once per replicate and \
-     shared by every statistic of the metric (t-calibrated differences), v_req the request-level \
-     bootstrap variance (a floor); with no cell at >= 2 launches no tax is called detected";
+pub(crate) const METHOD: &str = "launch-level random effect: per metric, the pooled within-config variance of log \
+     per-launch estimates (one-way ANOVA over the configs with >= 2 launches, unsaturated cells only, \
+     df = sum of launches - 1), applied to every config; estimated per cell where the cell's launches \
+     give >= 4 contrasts (near the knee launches spread more), else pooled over every cell; a \
+     statistic pooled over k launches gets replicates est * exp(sqrt(max(s2_b / k, v_req)) * z), \
+     s2_b = s2 * df / chi2_df drawn once per replicate and shared by every statistic of the metric \
+     in the cell (t-calibrated taxes), v_req the request-level bootstrap variance (a floor); with no \
+     cell at >= 2 launches no tax is called detected";

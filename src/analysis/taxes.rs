@@ -91,14 +91,21 @@ impl<'a> TaxEngine<'a> {
 
     /// Replicates of the linear `q`-quantile of `groups` (launches) carrying the launch noise of
     /// `m` (request-level alone when it is unknown).
-    fn replicates(&self, m: Metric, est: f64, key: &str, groups: &[&[f64]]) -> Option<Reps> {
+    fn replicates(
+        &self,
+        m: Metric,
+        (phase, cell): (Phase, &str),
+        est: f64,
+        key: &str,
+        groups: &[&[f64]],
+    ) -> Option<Reps> {
         let (_, q, _) = m.spec();
         let request = self.rep.quantile(key, groups, q)?;
         let k = groups.iter().filter(|g| !g.is_empty()).count() as u32;
         Some(
             match self
                 .noise
-                .widen(m, est, k, &request, &format!("{key}|launch"))
+                .widen(m, (phase, cell), est, k, &request, &format!("{key}|launch"))
             {
                 Some(w) => std::sync::Arc::new(w),
                 None => request,
@@ -128,7 +135,7 @@ impl<'a> TaxEngine<'a> {
         let (name, _, f) = m.spec();
         let est = m.point(st)?;
         let groups = cs.groups(f);
-        let reps = self.replicates(m, est, &rep_key(cs, None, name), &groups)?;
+        let reps = self.replicates(m, (phase, cell), est, &rep_key(cs, None, name), &groups)?;
         Some((est, reps))
     }
 
@@ -304,7 +311,7 @@ impl TaxEngine<'_> {
                 let pooled: Vec<f64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
                 let est = crate::stats::quantile(&pooled, q)?;
                 let k = format!("{}|aa-{tag}|{name}", rep_key(cs, None, name));
-                Some((est, self.replicates(m, est, &k, &groups)?))
+                Some((est, self.replicates(m, (phase, cell), est, &k, &groups)?))
             };
         let rel = |m: Metric| -> Option<TaxValue> {
             let (x, xr) = side(&a, m, "a")?;

@@ -140,7 +140,7 @@ pub(super) fn glance(
         },
     ));
     glance.push((
-        "Launch-to-launch noise (pooled, sd per launch)".to_owned(),
+        "Launch-to-launch noise (sd per launch)".to_owned(),
         launch_noise_line(n),
     ));
     let unstable = s.aa_taxes.iter().filter(|a| a.unstable).count();
@@ -172,26 +172,40 @@ pub(super) fn glance(
     glance
 }
 
-/// `TTFT p90 ±17% (df 9), TPOT p90 ±9% (df 9)`, or why it is unknown.
+/// `pooled over cells: TTFT p90 ±17% (df 9), TPOT p90 ±9% (df 9); own noise of the cells with
+/// >= 4 launch contrasts: A r2_i4096_o256 TTFT p90 ±11% (df 7), …`, or why it is unknown.
 pub(super) fn launch_noise_line(n: &crate::analysis::launch_noise::LaunchNoiseSummary) -> String {
+    use crate::analysis::launch_noise::{MIN_CELL_DF, UNKNOWN_REASON};
     if !n.ttft_known() {
-        return format!(
-            "unknown: {} — no tax can be detected",
-            crate::analysis::launch_noise::UNKNOWN_REASON
-        );
+        return format!("unknown: {UNKNOWN_REASON} — no tax can be detected");
     }
-    [
-        ("ttft_p90", "TTFT p90"),
-        ("tpot_p90", "TPOT p90"),
-        ("step_p50", "step p50"),
-        ("callback_p50", "callbacks p50"),
-    ]
-    .iter()
-    .filter_map(|(k, label)| {
-        n.metrics
-            .get(*k)
-            .map(|pv| format!("{label} ±{:.1}% (df {})", pv.relative_sd() * 100.0, pv.df))
-    })
-    .collect::<Vec<_>>()
-    .join(", ")
+    let list =
+        |m: &std::collections::BTreeMap<String, crate::stats::launch_noise::PooledVariance>| {
+            [
+                ("ttft_p90", "TTFT p90"),
+                ("tpot_p90", "TPOT p90"),
+                ("step_p50", "step p50"),
+                ("callback_p50", "callbacks p50"),
+            ]
+            .iter()
+            .filter_map(|(k, label)| {
+                m.get(*k)
+                    .map(|pv| format!("{label} ±{:.1}% (df {})", pv.relative_sd() * 100.0, pv.df))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+        };
+    let pooled = format!("pooled over cells: {}", list(&n.metrics));
+    if n.cells.is_empty() {
+        return format!("{pooled}; no cell has {MIN_CELL_DF} launch contrasts of its own");
+    }
+    let cells: Vec<String> = n
+        .cells
+        .iter()
+        .map(|(tag, m)| format!("{} {}", tag.replacen('/', " ", 1), list(m)))
+        .collect();
+    format!(
+        "{pooled}; own noise of the cells with ≥ {MIN_CELL_DF} launch contrasts (used there): {}",
+        cells.join("; ")
+    )
 }
