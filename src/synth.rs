@@ -134,12 +134,15 @@ fn cell_level(spec: &SynthSpec, config: &str, launch: u32, phase: Phase, cell: &
     else {
         return 1.0;
     };
-    // FNV-1a over the config's name, then the launch and the rate.
+    // FNV-1a over the config's name, the launch and the rate's bits.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ spec.seed;
-    for b in config.bytes() {
+    let bytes = config
+        .bytes()
+        .chain(launch.to_le_bytes())
+        .chain(cell.rate.to_bits().to_le_bytes());
+    for b in bytes {
         h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
     }
-    h ^= (u64::from(launch) << 40) ^ cell.rate.to_bits();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(h);
     (sigma * normal(&mut rng)).exp()
 }

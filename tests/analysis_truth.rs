@@ -420,7 +420,8 @@ fn launch_noise_is_estimated_and_widens_the_tax_ci() {
 
 /// Truth: plain, mooncake_both (a 20% TTFT tax) and nixl_both (none), 3 launches each; every
 /// launch has a 3% level shared by its cells, and at 2 req/s alone an extra level of sd 30%
-/// (launches that spread near the knee, as the H200's did at 6 req/s). The launch noise is
+/// (a cell whose launches spread more than the others', as near a knee; here it is not the
+/// ref_safe cell, so the test shows the quiet cell keeping its own narrow noise). The launch noise is
 /// estimated per cell: at 2 req/s it is the one-way ANOVA of the per-launch log p90s there
 /// (computed here by hand from the summary's per-launch estimates), df 3 x (3 - 1) = 6, far
 /// above 4 req/s's; the ref_safe tax (4 req/s) carries the quiet cell's noise — a t(6)

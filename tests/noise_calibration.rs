@@ -6,7 +6,8 @@
 //! hand with scipy.stats.binom.sf(18, 200, 0.05) = 0.0036), so a calibrated CI fails it rarely and
 //! a CI that counted per-cell degrees of freedom (17/200 at 2 launches, DESIGN.md §4.3) sits at
 //! the edge. Measured with 2,000 resamples: 3/200 (2 launches) and 14/200 (3 launches, where
-//! each cell carries its own launch noise at df 4 since 2026-12-01; 7/200 with the pooled one).
+//! each cell carries its own launch noise at df 4 since 2026-12-01; 7/200 with the pooled one);
+//! this test's 1,000 resamples: 3/200 and 13/200, coverage 197/200 and 187/200 (it prints them).
 
 use connector_tax::noise_calibration::{Setting, run};
 
@@ -24,6 +25,10 @@ fn zero_tax_false_detection_is_within_the_binomial_bound() {
     let out = run(&settings, 200, 1000).unwrap();
     for o in &out {
         let false_detections = o.detected + o.negative;
+        eprintln!(
+            "{} launches: {false_detections}/200 false detections, coverage {}/200",
+            o.setting.launches, o.covered
+        );
         assert!(
             false_detections <= 18,
             "{} launches: {false_detections}/200 false detections",

@@ -27,7 +27,7 @@ pub(crate) fn conventions(b: &BootstrapConfig) -> Conventions {
         ci_method: format!(
             "{:.0}% percentile bootstrap, {} resamples, seed {}; {method}; a config with several launches is \
              resampled hierarchically (launches with replacement, then requests within each launch), so CIs \
-             include launch-to-launch variation (per-cell CIs). Tax CIs (and every verdict) carry the pooled \
+             include launch-to-launch variation (per-cell CIs). Tax CIs (and every verdict) carry the \
              launch-to-launch variance instead: {}. Taxes resample the config and plain independently. ITL CIs \
              treat gaps as independent (narrower than a request-level bootstrap); no verdict uses ITL.",
             b.confidence * 100.0,

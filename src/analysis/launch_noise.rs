@@ -1,6 +1,7 @@
-//! Launch-to-launch noise in every tax CI (DESIGN.md §4.3): the pooled per-launch variance of
-//! each tax metric, estimated from every (config, cell) with ≥ 2 launches where the config is
-//! not saturated, and applied to every config — also those measured once.
+//! Launch-to-launch noise in every tax CI (DESIGN.md §4.3): the per-launch variance of each tax
+//! metric pooled over the configs, estimated from every (config, cell) with ≥ 2 launches where
+//! the config is not saturated — per cell where the cell's launches give enough contrasts, else
+//! over every cell — and applied to every config, also those measured once.
 //!
 //! Degrees of freedom: a launch's level is shared by every cell it ran, so the df are the
 //! independent launch contrasts, Σ over configs of (launches − 1), not the per-cell count (with
@@ -15,10 +16,11 @@
 //! with fewer requests than those the launch noise was pooled from never gets a narrower CI than
 //! its own requests allow.
 //!
-//! The noise is estimated per cell as well: on the H200 the per-launch spread of TTFT p90 was
-//! ±11% at 2 req/s, ±9% at 4 and ±31% at 6 req/s, close to the knee, where queueing amplifies
-//! a launch's speed (results/h200x2-2026-11-30, df 7 each), so one variance pooled over the rates
-//! made the ref_safe CIs too wide and the ref_load CIs too narrow. A statistic of a cell whose
+//! The noise is estimated per cell as well: a cell's own variance is valid whether or not the
+//! launch noise depends on the load, one pooled over the rates only if it does not, and queueing
+//! amplifies a launch's speed near the knee. On the H200 TTFT p90 spread ±11% per launch at
+//! 2 req/s, ±9% at 4 and ±31% at 6 req/s (df 7 each; the last mostly one slow launch, ±15%
+//! without it: DESIGN.md §4.3 says how weak that evidence is). A statistic of a cell whose
 //! launches give at least [`MIN_CELL_DF`] independent contrasts (Σ over configs of launches − 1 in
 //! that cell) carries that cell's own variance, with its own df and its own draws (shared by
 //! every statistic of the metric in that cell, so a tax is t-calibrated there); every other cell
@@ -46,8 +48,9 @@ const METRICS: [(Metric, &str); 4] = [
 ];
 
 /// A cell carries its own launch noise when its launches give at least this many independent
-/// contrasts; below it, the variance pooled over every cell. The rule reads only the launch
-/// counts (the design), never the values, so it cannot pick the narrower of two intervals; 4
+/// contrasts; below it, the variance pooled over every cell. The rule reads the launch counts
+/// and which cells are saturated, never the spread of the values, so it cannot pick the narrower
+/// of two intervals; 4
 /// keeps the t-quantile of a cell's CI within 18% of the pooled one at df 7 (t₄ 2.776 vs t₇
 /// 2.365), where df 2 would double it (t₂ 4.303).
 pub(crate) const MIN_CELL_DF: u32 = 4;

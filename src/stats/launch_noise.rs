@@ -12,7 +12,8 @@
 //! (the pooled variance of a one-way ANOVA). A config's pooled estimate over k launches then has
 //! variance σ²_L / k, whatever the config's own launch count — a config measured once borrows the
 //! noise level the others showed. With df small, σ̂²_L is itself uncertain; replicates draw
-//! `σ²_b = σ̂²_L · df / χ²_df` once per replicate index (shared by every statistic of the metric,
+//! `σ²_b = σ̂²_L · df / χ²_df` once per replicate index (shared by every statistic that carries
+//! the same variance — one metric in one cell, or pooled over cells, `analysis::launch_noise` —
 //! so differences of two estimates are t-distributed with df degrees of freedom, as in a pooled
 //! two-sample t-test), and `log θ_b = log θ̂ + √(σ²_b / k) · z_b` with `z_b` standard normal,
 //! seeded by the statistic's key. The request-level bootstrap is not added on top: σ²_L already

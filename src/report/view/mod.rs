@@ -63,7 +63,7 @@ pub(crate) struct ReportView {
     pub calibration: Vec<CalibrationView>,
     /// A/A taxes (noise floor): each config with >= 2 launches against itself.
     pub aa: Vec<taxes::AaView>,
-    /// The pooled launch-to-launch noise in one line.
+    /// The launch-to-launch noise in one line: pooled over cells, and each cell's own.
     pub launch_noise: String,
     /// What ingest did with every record; which cells' data is not whole.
     pub accounting: AccountingView,

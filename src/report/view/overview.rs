@@ -172,8 +172,8 @@ pub(super) fn glance(
     glance
 }
 
-/// `pooled over cells: TTFT p90 ±17% (df 9), TPOT p90 ±9% (df 9); own noise of the cells with
-/// >= 4 launch contrasts: A r2_i4096_o256 TTFT p90 ±11% (df 7), …`, or why it is unknown.
+/// `pooled over cells (…): TTFT p90 ±17% (df 9), TPOT p90 ±9% (df 9); each cell with ≥ 4 carries
+/// its own: A r2_i4096_o256 TTFT p90 ±11% (df 7), …`, or why it is unknown.
 pub(super) fn launch_noise_line(n: &crate::analysis::launch_noise::LaunchNoiseSummary) -> String {
     use crate::analysis::launch_noise::{MIN_CELL_DF, UNKNOWN_REASON};
     if !n.ttft_known() {
@@ -195,9 +195,12 @@ pub(super) fn launch_noise_line(n: &crate::analysis::launch_noise::LaunchNoiseSu
             .collect::<Vec<_>>()
             .join(", ")
         };
-    let pooled = format!("pooled over cells: {}", list(&n.metrics));
+    let pooled = format!(
+        "pooled over cells (carried by the cells without {MIN_CELL_DF} launch contrasts of their own): {}",
+        list(&n.metrics)
+    );
     if n.cells.is_empty() {
-        return format!("{pooled}; no cell has {MIN_CELL_DF} launch contrasts of its own");
+        return pooled;
     }
     let cells: Vec<String> = n
         .cells
@@ -205,7 +208,7 @@ pub(super) fn launch_noise_line(n: &crate::analysis::launch_noise::LaunchNoiseSu
         .map(|(tag, m)| format!("{} {}", tag.replacen('/', " ", 1), list(m)))
         .collect();
     format!(
-        "{pooled}; own noise of the cells with ≥ {MIN_CELL_DF} launch contrasts (used there): {}",
+        "{pooled}; each cell with ≥ {MIN_CELL_DF} carries its own: {}",
         cells.join("; ")
     )
 }
