@@ -77,8 +77,9 @@ pub struct SynthSpec {
     /// Lognormal sigma of a per-launch level shift.
     pub launch_sigma: f64,
     /// (Phase A rate, sigma): an extra per-launch lognormal level of that rate's cells alone, on
-    /// top of `launch_sigma` — launches that spread more near the knee than below it, as on the
-    /// H200 (DESIGN.md §4.3). Drawn from its own seeded stream: the requests stay as without it.
+    /// top of `launch_sigma` — launches that spread more in one cell than in the others, as
+    /// queueing can make them near the knee (DESIGN.md §4.3). Drawn from its own seeded stream:
+    /// the requests stay as without it.
     pub launch_sigma_at: Vec<(f64, f64)>,
     /// AR(1) coefficient of the per-request log-latency noise in send order (0 = independent):
     /// consecutive requests of a cell share part of their noise, as on a real server.
@@ -134,16 +135,9 @@ fn cell_level(spec: &SynthSpec, config: &str, launch: u32, phase: Phase, cell: &
     else {
         return 1.0;
     };
-    // FNV-1a over the config's name, the launch and the rate's bits.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ spec.seed;
-    let bytes = config
-        .bytes()
-        .chain(launch.to_le_bytes())
-        .chain(cell.rate.to_bits().to_le_bytes());
-    for b in bytes {
-        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-    }
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(h);
+    let key = format!("launch-level|{config}|l{launch}");
+    let mut rng =
+        Xoshiro256PlusPlus::seed_from_u64(crate::stats::stable_seed(spec.seed, &key, cell.rate));
     (sigma * normal(&mut rng)).exp()
 }
 

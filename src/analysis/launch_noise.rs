@@ -50,9 +50,8 @@ const METRICS: [(Metric, &str); 4] = [
 /// A cell carries its own launch noise when its launches give at least this many independent
 /// contrasts; below it, the variance pooled over every cell. The rule reads the launch counts
 /// and which cells are saturated, never the spread of the values, so it cannot pick the narrower
-/// of two intervals; 4
-/// keeps the t-quantile of a cell's CI within 18% of the pooled one at df 7 (t₄ 2.776 vs t₇
-/// 2.365), where df 2 would double it (t₂ 4.303).
+/// of two intervals; 4 keeps the t-quantile of a cell's CI within 18% of the pooled one at df 7
+/// (t₄ 2.776 vs t₇ 2.365), where df 2 would nearly double it (t₂ 4.303).
 pub(crate) const MIN_CELL_DF: u32 = 4;
 
 /// The reason a verdict cannot detect anything without launch noise.
@@ -312,7 +311,7 @@ fn name(m: Metric) -> &'static str {
 pub(crate) const METHOD: &str = "launch-level random effect: per metric, the pooled within-config variance of log \
      per-launch estimates (one-way ANOVA over the configs with >= 2 launches, unsaturated cells only, \
      df = sum of launches - 1), applied to every config; estimated per cell where the cell's launches \
-     give >= 4 contrasts (near the knee launches spread more), else pooled over every cell; a \
+     give >= 4 contrasts (launches can spread more near the knee), else pooled over every cell; a \
      statistic pooled over k launches gets replicates est * exp(sqrt(max(s2_b / k, v_req)) * z), \
      s2_b = s2 * df / chi2_df drawn once per replicate and shared by every statistic of the metric \
      in the cell (t-calibrated taxes), v_req the request-level bootstrap variance (a floor); with no \

@@ -5,6 +5,6 @@ mod bootstrap;
 pub(crate) mod launch_noise;
 pub(crate) mod percentile;
 
-pub(crate) use bootstrap::quantiles_replicates;
 pub use bootstrap::{BootstrapConfig, Method, percentile_interval, quantile_replicates};
+pub(crate) use bootstrap::{quantiles_replicates, stable_seed};
 pub(crate) use percentile::{mean, quantile, quantile_sorted};
