@@ -90,6 +90,13 @@ pub enum Cmd {
         /// Only the settings with this true tax (e.g. 0 for the false-detection rows).
         #[arg(long)]
         true_tax: Option<f64>,
+        /// Extra configs like plain beside plain and mooncake_both (0 to 6): more configs in
+        /// every pool and more for the own-noise screen to test (DESIGN.md §4.3).
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=6))]
+        null_configs: u32,
+        /// Only these launch counts (comma-separated; default every row of the grid).
+        #[arg(long, value_delimiter = ',')]
+        launches: Vec<u32>,
     },
     /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
     /// writes DIR/instrument_check.{md,json} and prints the table.

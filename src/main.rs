@@ -114,11 +114,15 @@ fn run() -> anyhow::Result<ExitCode> {
             seeds,
             resamples,
             true_tax,
+            null_configs,
+            launches,
         } => {
             use connector_tax::noise_calibration as nc;
             let grid: Vec<nc::Setting> = nc::default_grid()
                 .into_iter()
                 .filter(|s| true_tax.is_none_or(|t| (s.true_tax - t).abs() < 1e-9))
+                .filter(|s| launches.is_empty() || launches.contains(&s.launches))
+                .map(|s| nc::Setting { null_configs, ..s })
                 .collect();
             let out = nc::run(&grid, seeds, resamples)?;
             print!("{}", nc::markdown(&out));

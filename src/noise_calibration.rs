@@ -25,6 +25,9 @@ pub struct Setting {
     pub launches: u32,
     /// AR(1) coefficient of the request latencies in send order.
     pub ar_rho: f64,
+    /// Extra configs identical to plain (no tax, same launch noise) beside plain and
+    /// mooncake_both: more configs in every pool and more for the own-noise screen to test.
+    pub null_configs: u32,
 }
 
 /// How often a setting's tax was detected.
@@ -38,6 +41,9 @@ pub struct Outcome {
     pub negative: u32,
     /// CI covers the true tax.
     pub covered: u32,
+    /// Seeds in which the own-noise screen gave some config its own launch noise (any cell or
+    /// metric): with every config's launches alike, each is a false flag.
+    pub screened: u32,
 }
 
 impl Outcome {
@@ -46,14 +52,32 @@ impl Outcome {
     }
 }
 
-/// The synthetic design of one seed: plain and `mooncake_both` (TTFT × (1 + tax)), three Phase A
-/// rates well below capacity, 150 measured requests per cell, lognormal σ = 0.25 per request.
+/// The configs `Setting::null_configs` adds, in order.
+const NULL_CONFIGS: [&str; 6] = [
+    "nixl_both",
+    "noop_connector",
+    "mooncake_producer",
+    "mooncake_consumer",
+    "mooncake_both_nhd",
+    "lmcache_only",
+];
+
+/// The synthetic design of one seed: plain and `mooncake_both` (TTFT × (1 + tax)), and
+/// `null_configs` more like plain, three Phase A rates well below capacity, 150 measured
+/// requests per cell, lognormal σ = 0.25 per request.
 fn spec(s: &Setting, seed: u64) -> SynthSpec {
+    let mut configs = vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.0 + s.true_tax, 1.0),
+    ];
+    configs.extend(
+        NULL_CONFIGS
+            .iter()
+            .take(s.null_configs as usize)
+            .map(|n| SynthConfig::new(n, 1.0, 1.0)),
+    );
     SynthSpec {
-        configs: vec![
-            SynthConfig::new("plain", 1.0, 1.0),
-            SynthConfig::new("mooncake_both", 1.0 + s.true_tax, 1.0),
-        ],
+        configs,
         launches: s.launches,
         phase_a_rates: vec![1.0, 2.0, 4.0],
         requests_per_cell: 150,
@@ -67,12 +91,17 @@ fn spec(s: &Setting, seed: u64) -> SynthSpec {
     }
 }
 
-/// Runs one seed of a setting under `tmp` and returns the ref_safe TTFT tax's detection and
-/// whether its CI covers the truth.
-fn one(s: &Setting, seed: u64, resamples: usize, tmp: &Path) -> anyhow::Result<(Detection, bool)> {
+/// Runs one seed of a setting under `tmp` and returns the ref_safe TTFT tax's detection,
+/// whether its CI covers the truth, and whether the own-noise screen flagged any config.
+fn one(
+    s: &Setting,
+    seed: u64,
+    resamples: usize,
+    tmp: &Path,
+) -> anyhow::Result<(Detection, bool, bool)> {
     let root = tmp.join(format!(
-        "t{}_sd{}_l{}_r{}_s{seed}",
-        s.true_tax, s.launch_sd, s.launches, s.ar_rho
+        "t{}_sd{}_l{}_r{}_n{}_s{seed}",
+        s.true_tax, s.launch_sd, s.launches, s.ar_rho, s.null_configs
     ));
     generate(&spec(s, seed), &root)?;
     let ds = crate::ingest::load(&root)?;
@@ -100,7 +129,8 @@ fn one(s: &Setting, seed: u64, resamples: usize, tmp: &Path) -> anyhow::Result<(
         (Some(lo), Some(hi)) => lo <= s.true_tax && s.true_tax <= hi,
         _ => false,
     };
-    Ok((t.detection, covered))
+    let screened = !a.result.summary.launch_noise.own.is_empty();
+    Ok((t.detection, covered, screened))
 }
 
 /// Runs `seeds` seeds of every setting (in parallel) in a temporary directory.
@@ -109,7 +139,7 @@ pub fn run(settings: &[Setting], seeds: u32, resamples: usize) -> anyhow::Result
     settings
         .iter()
         .map(|s| {
-            let results: Vec<(Detection, bool)> = (0..seeds)
+            let results: Vec<(Detection, bool, bool)> = (0..seeds)
                 .into_par_iter()
                 .map(|i| one(s, 1000 + u64::from(i), resamples, tmp.path()))
                 .collect::<anyhow::Result<_>>()?;
@@ -122,13 +152,14 @@ pub fn run(settings: &[Setting], seeds: u32, resamples: usize) -> anyhow::Result
                     .filter(|r| r.0 == Detection::Negative)
                     .count() as u32,
                 covered: results.iter().filter(|r| r.1).count() as u32,
+                screened: results.iter().filter(|r| r.2).count() as u32,
             })
         })
         .collect()
 }
 
 /// The grid the issue asks for: true tax 0 / 10% / 20%, launch sd 5% / 10%, 1 / 2 / 3 / 5 / 8
-/// launches, AR(1) ρ = 0.5 inside each cell.
+/// launches, AR(1) ρ = 0.5 inside each cell; plain and mooncake_both alone.
 pub fn default_grid() -> Vec<Setting> {
     let mut v = Vec::new();
     for true_tax in [0.0, 0.10, 0.20] {
@@ -139,6 +170,7 @@ pub fn default_grid() -> Vec<Setting> {
                     launch_sd,
                     launches,
                     ar_rho: 0.5,
+                    null_configs: 0,
                 });
             }
         }
@@ -149,19 +181,21 @@ pub fn default_grid() -> Vec<Setting> {
 /// Markdown table of outcomes.
 pub fn markdown(out: &[Outcome]) -> String {
     let mut s = String::from(
-        "| true TTFT tax | launch sd | launches/config | seeds | detected (CI > 0) | rate | CI below 0 | CI covers truth |\n|---|---|---|---|---|---|---|---|\n",
+        "| true TTFT tax | launch sd | configs | launches/config | seeds | detected (CI > 0) | rate | CI below 0 | CI covers truth | own-noise flags |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for o in out {
         s.push_str(&format!(
-            "| {:.0}% | {:.0}% | {} | {} | {} | {:.1}% | {} | {:.1}% |\n",
+            "| {:.0}% | {:.0}% | {} | {} | {} | {} | {:.1}% | {} | {:.1}% | {} |\n",
             o.setting.true_tax * 100.0,
             o.setting.launch_sd * 100.0,
+            2 + o.setting.null_configs,
             o.setting.launches,
             o.seeds,
             o.detected,
             o.rate() * 100.0,
             o.negative,
             f64::from(o.covered) * 100.0 / f64::from(o.seeds.max(1)),
+            o.screened,
         ));
     }
     s

@@ -39,6 +39,11 @@ pub struct SynthConfig {
     /// `(launch, factor)`: that launch of this config alone runs `factor` × slower (TTFT and
     /// TPOT), e.g. a server that came up on a degraded GPU; the A/A check must catch it.
     pub slow_launch: Option<(u32, f64)>,
+    /// Lognormal sigma of an extra per-launch level of this config alone (every cell), on top
+    /// of the spec's `launch_sigma`: a config whose launches spread more than the others', as
+    /// LMCache's CPU-side store path did on the H200 (DESIGN.md §4.3). Drawn from its own
+    /// seeded stream: the requests and the other configs stay as without it.
+    pub launch_sigma_extra: f64,
 }
 
 impl SynthConfig {
@@ -51,6 +56,7 @@ impl SynthConfig {
             step_extra_us: 0.0,
             callback_us: if name == "plain" { None } else { Some(0.0) },
             slow_launch: None,
+            launch_sigma_extra: 0.0,
         }
     }
 }
@@ -208,6 +214,13 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
                 && l == launch
             {
                 level *= factor;
+            }
+            if cfg.launch_sigma_extra > 0.0 {
+                let key = format!("config-level|{}|l{launch}", cfg.name);
+                let mut own = Xoshiro256PlusPlus::seed_from_u64(crate::stats::stable_seed(
+                    spec.seed, &key, 0.0,
+                ));
+                level *= (cfg.launch_sigma_extra * normal(&mut own)).exp();
             }
             let dir = root.join(format!(
                 "20260101-{:02}{:02}00_{}_l{launch}",

@@ -476,7 +476,12 @@ fn launch_noise_is_estimated_per_cell() {
     assert!(pooled > v4 && pooled < v2, "pooled {pooled}");
     assert_eq!(
         noise
-            .variance_at("ttft_p90", ctax_schema::Phase::A, "r4_i4096_o256")
+            .variance_of(
+                "ttft_p90",
+                ctax_schema::Phase::A,
+                "r4_i4096_o256",
+                "mooncake_both"
+            )
             .map(|p| p.var),
         Some(v4)
     );
@@ -490,6 +495,108 @@ fn launch_noise_is_estimated_per_cell() {
     );
     assert!(t.value.lo.unwrap() <= 0.20 && 0.20 <= t.value.hi.unwrap());
     assert_eq!(t.detection, Detection::Tax, "{:?}", t.value);
+}
+
+/// Truth: three launches each; mooncake_both is a 20% TTFT tax, lmcache_only a 100% one whose
+/// launches alone spread widely (an extra per-launch lognormal level, sigma 0.4, against 0.03 for
+/// every config). The screen gives lmcache_only its own variance in the ref_safe cell (its F
+/// against the other three configs' pool, by hand, with a Holm-adjusted p below 1%) and no other
+/// config one; the cell's pool is the one-way ANOVA of plain, mooncake_both and nixl_both alone
+/// (by hand, df 6). So mooncake_both's CI is the t(6) interval of the quiet pool — at least 2.5x
+/// narrower than the pool with lmcache_only in it would give — and still detects the 20% tax;
+/// lmcache_only's own CI (df 2) is wider than the quiet pool allows and covers its 100%.
+#[test]
+fn a_config_whose_launches_spread_more_carries_its_own_noise() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.20, 1.0),
+        SynthConfig::new("nixl_both", 1.0, 1.0),
+        SynthConfig {
+            launch_sigma_extra: 0.4,
+            ..SynthConfig::new("lmcache_only", 2.0, 1.0)
+        },
+    ]);
+    s.launches = 3;
+    s.launch_sigma = 0.03;
+    let r = run(&s);
+    assert_eq!(r.summary.reference_rates.ref_safe, Some(4.0));
+    let noise = &r.summary.launch_noise;
+    let (cell, tag) = ("r4_i4096_o256", "A/r4_i4096_o256");
+    // Per config, the log TTFT p90s of its launches in the cell; SS about its mean and df.
+    let ss_df = |config: &str| {
+        let v: Vec<f64> = r
+            .summary
+            .per_launch
+            .iter()
+            .filter(|c| c.key.cell == cell && c.key.phase == ctax_schema::Phase::A)
+            .filter(|c| c.key.config == config)
+            .map(|c| c.ttft_ms.p90.as_ref().unwrap().est.ln())
+            .collect();
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        (v.iter().map(|y| (y - m).powi(2)).sum::<f64>(), v.len() - 1)
+    };
+    let quiet = ["plain", "mooncake_both", "nixl_both"];
+    let (ss_q, df_q) = quiet
+        .iter()
+        .map(|c| ss_df(c))
+        .fold((0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let (ss_l, df_l) = ss_df("lmcache_only");
+    assert_eq!((df_q, df_l), (6, 2));
+    let (v_quiet, v_loud) = (ss_q / df_q as f64, ss_l / df_l as f64);
+    let v_all = (ss_q + ss_l) / (df_q + df_l) as f64;
+    let own: Vec<_> = noise
+        .own
+        .iter()
+        .filter(|o| o.metric == "ttft_p90" && o.cell.as_deref() == Some(tag))
+        .collect();
+    assert_eq!(own.len(), 1, "{:?}", noise.own);
+    assert_eq!(own[0].config, "lmcache_only");
+    assert!((own[0].variance.var - v_loud).abs() < 1e-12);
+    assert!((own[0].f - v_loud / v_quiet).abs() < 1e-9 * own[0].f);
+    assert_eq!((own[0].variance.df, own[0].rest_df), (2, 6));
+    // F survival for d1 = 2 in closed form: (1 + 2F/d2)^(-d2/2); Holm x 4 configs tested.
+    let p = (1.0 + 2.0 * own[0].f / 6.0).powf(-3.0) * 4.0;
+    assert!(
+        (own[0].p_adjusted - p).abs() < 1e-9,
+        "{} vs {p}",
+        own[0].p_adjusted
+    );
+    assert!(p < 0.01);
+    let pool = noise.cells[tag]["ttft_p90"];
+    assert_eq!(pool.df, 6);
+    assert!(
+        (pool.var - v_quiet).abs() < 1e-12,
+        "{} vs {v_quiet}",
+        pool.var
+    );
+    assert_eq!(
+        noise
+            .variance_of("ttft_p90", ctax_schema::Phase::A, cell, "lmcache_only")
+            .map(|p| p.var),
+        Some(v_loud)
+    );
+    assert_eq!(
+        noise
+            .variance_of("ttft_p90", ctax_schema::Phase::A, cell, "nixl_both")
+            .map(|p| p.var),
+        Some(v_quiet)
+    );
+    let mb = ref_safe_tax(&r, "mooncake_both").ttft_p90.clone().unwrap();
+    let width = mb.value.hi.unwrap() - mb.value.lo.unwrap();
+    // t(6, 0.975) = 2.447, t(8, 0.975) = 2.306 (t table); two 3-launch means; ratio near 1.2.
+    let expect = 2.0 * 2.447 * v_quiet.sqrt() * (2.0f64 / 3.0).sqrt() * 1.2;
+    let with_loud = 2.0 * 2.306 * v_all.sqrt() * (2.0f64 / 3.0).sqrt() * 1.2;
+    assert!(
+        width > 0.7 * expect && width < 1.6 * expect,
+        "CI width {width} vs t-interval {expect}"
+    );
+    assert!(with_loud > 2.5 * width, "{with_loud} vs {width}");
+    assert!(mb.value.lo.unwrap() <= 0.20 && 0.20 <= mb.value.hi.unwrap());
+    assert_eq!(mb.detection, Detection::Tax, "{:?}", mb.value);
+    let lm = ref_safe_tax(&r, "lmcache_only").ttft_p90.clone().unwrap();
+    let (lo, hi) = (lm.value.lo.unwrap(), lm.value.hi.unwrap());
+    assert!(lo <= 1.0 && 1.0 <= hi, "{:?}", lm.value);
+    assert!(hi - lo > 3.0 * expect / 1.2 * 2.0, "{:?}", lm.value);
 }
 
 /// Truth: plain, mooncake_both and nixl_both ran two launches each, then nixl_both's second

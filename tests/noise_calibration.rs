@@ -20,6 +20,7 @@ fn zero_tax_false_detection_is_within_the_binomial_bound() {
             launch_sd: 0.10,
             launches,
             ar_rho: 0.5,
+            null_configs: 0,
         })
         .collect();
     let out = run(&settings, 200, 1000).unwrap();

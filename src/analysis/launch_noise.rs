@@ -26,6 +26,15 @@
 //! every statistic of the metric in that cell, so a tax is t-calibrated there); every other cell
 //! (e.g. Phase B measured once) carries the variance pooled over all cells, as before.
 //!
+//! Configs need not share one noise level: on the H200 the LMCache configs' TPOT p90 moved
+//! 10–23% between launches where every other config moved ~1–2% (their CPU-side store path runs
+//! every step), and a pool over all configs spread that over every config's CI (±1.1% → ±5.6% at
+//! 2 req/s). Before pooling, a screen ([`noisier_groups`], one-sided F-tests of each config's own
+//! variance against the rest's pool, Holm-adjusted, at [`OWN_NOISE_ALPHA`]) picks the configs
+//! whose launches spread significantly more; each carries its own variance and df ([`OwnNoise`],
+//! its own χ² draws: with two launches a t₁ interval), in a cell or over every cell, and the
+//! pools leave it out. A config measured once cannot be screened and carries the pool.
+//!
 //! When no (config, cell) has two launches the launch-to-launch variance is unknown: the
 //! replicates stay request-level, and every tax says so ([`Detection::NoLaunchNoise`]) instead of
 //! claiming a detection.
@@ -36,7 +45,9 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{CellKey, CellStats, Detection};
 use super::taxes::Metric;
-use crate::stats::launch_noise::{PooledVariance, pooled_variance, replicates, variance_draws};
+use crate::stats::launch_noise::{
+    PooledVariance, noisier_groups, pooled_variance, replicates, variance_draws,
+};
 use ctax_schema::Phase;
 
 /// The metrics a tax is computed on, with the name the summary uses.
@@ -47,12 +58,27 @@ const METRICS: [(Metric, &str); 4] = [
     (Metric::CallbackP50, "callback_p50"),
 ];
 
+/// How reports name a metric of [`METRICS`] (`tpot_p90` → `TPOT p90`).
+pub(crate) fn metric_label(m: &str) -> &str {
+    match m {
+        "ttft_p90" => "TTFT p90",
+        "tpot_p90" => "TPOT p90",
+        "step_p50" => "step p50",
+        "callback_p50" => "callbacks p50",
+        other => other,
+    }
+}
+
 /// A cell carries its own launch noise when its launches give at least this many independent
 /// contrasts; below it, the variance pooled over every cell. The rule reads the launch counts
 /// and which cells are saturated, never the spread of the values, so it cannot pick the narrower
 /// of two intervals; 4 keeps the t-quantile of a cell's CI within 18% of the pooled one at df 7
 /// (t₄ 2.776 vs t₇ 2.365), where df 2 would nearly double it (t₂ 4.303).
 pub(crate) const MIN_CELL_DF: u32 = 4;
+
+/// The level of the screen that gives a config its own launch noise (Holm-adjusted one-sided
+/// F-tests, [`noisier_groups`]): 1%, the outlier level of ISO 5725-2's variance screen.
+pub(crate) const OWN_NOISE_ALPHA: f64 = 0.01;
 
 /// The reason a verdict cannot detect anything without launch noise.
 pub(crate) const UNKNOWN_REASON: &str = "launch-to-launch variance unknown (one launch per config)";
@@ -73,6 +99,10 @@ pub struct LaunchNoiseSummary {
     /// a listed cell carries it instead of the pooled one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cells: BTreeMap<String, BTreeMap<String, PooledVariance>>,
+    /// The configs whose launches spread significantly more than the others' (in one cell, or
+    /// over every cell): each carries its own variance there, and the pools above leave it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub own: Vec<OwnNoise>,
     /// The method in one sentence (also in the conventions).
     pub method: String,
 }
@@ -88,14 +118,65 @@ impl LaunchNoiseSummary {
         self.launches.get(&phase)?.get(config).copied()
     }
 
-    /// The variance a statistic of `metric` in (`phase`, `cell`) carries: the cell's own where
-    /// it has one, else the pooled one (`None`: unknown).
-    pub fn variance_at(&self, metric: &str, phase: Phase, cell: &str) -> Option<&PooledVariance> {
+    /// The variance a statistic of `config`'s `metric` in (`phase`, `cell`) carries, in the
+    /// order [`NoiseModel::widen`] looks: the config's own in that cell, the cell's pool, the
+    /// config's own over every cell, the pool over every cell (`None`: unknown).
+    pub fn variance_of(
+        &self,
+        metric: &str,
+        phase: Phase,
+        cell: &str,
+        config: &str,
+    ) -> Option<&PooledVariance> {
+        if let Some(o) = self.own_at(metric, phase, cell, config) {
+            return Some(&o.variance);
+        }
         self.cells
             .get(&cell_tag(phase, cell))
             .and_then(|m| m.get(metric))
             .or_else(|| self.metrics.get(metric))
     }
+
+    /// The own noise `config`'s `metric` carries in (`phase`, `cell`), if any: the one the
+    /// screen gave it in that cell, else the one over every cell where the cell has no pool of
+    /// its own (in a cell with its own pool, a config the cell's screen left carries that pool).
+    pub fn own_at(
+        &self,
+        metric: &str,
+        phase: Phase,
+        cell: &str,
+        config: &str,
+    ) -> Option<&OwnNoise> {
+        let tag = cell_tag(phase, cell);
+        let find = |scope: Option<&str>| {
+            self.own
+                .iter()
+                .find(|o| o.metric == metric && o.config == config && o.cell.as_deref() == scope)
+        };
+        find(Some(&tag)).or_else(|| {
+            let cell_pool = self.cells.get(&tag).is_some_and(|m| m.contains_key(metric));
+            if cell_pool { None } else { find(None) }
+        })
+    }
+}
+
+/// A config whose launches spread significantly more than the other configs' launches: its own
+/// per-launch variance, and the screen that gave it ([`noisier_groups`] at [`OWN_NOISE_ALPHA`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OwnNoise {
+    pub config: String,
+    /// `ttft_p90`, `tpot_p90`, `step_p50` or `callback_p50`.
+    pub metric: String,
+    /// `<phase>/<cell>`; absent: over every cell, carried in the cells without a pool of their
+    /// own ([`LaunchNoiseSummary::own_at`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell: Option<String>,
+    pub variance: PooledVariance,
+    /// Its variance over the rest's pooled variance, on (`variance.df`, `rest_df`) df.
+    pub f: f64,
+    pub rest_df: u32,
+    /// Holm-adjusted one-sided p of the F-test.
+    pub p_adjusted: f64,
 }
 
 /// `A/r2_i4096_o256`: how the summary names a cell's own noise.
@@ -110,6 +191,9 @@ pub(crate) struct NoiseModel {
     draws: BTreeMap<&'static str, Vec<f64>>,
     /// Per metric and `<phase>/<cell>`, the draws of a cell's own variance ([`MIN_CELL_DF`]).
     cell_draws: BTreeMap<(&'static str, String), Vec<f64>>,
+    /// Per metric, scope (`<phase>/<cell>`, or `None` over every cell) and config, the draws of
+    /// a config's own variance ([`OwnNoise`]).
+    own_draws: BTreeMap<(&'static str, Option<String>, String), Vec<f64>>,
     seed: u64,
 }
 
@@ -157,6 +241,7 @@ impl NoiseModel {
         let mut model = NoiseModel {
             draws: BTreeMap::new(),
             cell_draws: BTreeMap::new(),
+            own_draws: BTreeMap::new(),
             seed,
         };
         let mut summary = LaunchNoiseSummary {
@@ -169,6 +254,7 @@ impl NoiseModel {
                 .collect(),
             metrics: BTreeMap::new(),
             cells: BTreeMap::new(),
+            own: Vec::new(),
             method: METHOD.into(),
         };
         for (m, name) in METRICS {
@@ -185,45 +271,124 @@ impl NoiseModel {
                     )
                 })
                 .collect();
-            let values: Vec<Vec<f64>> = groups.iter().map(|g| g.1.clone()).collect();
-            if let Some(mut pv) = pooled_variance(&values) {
-                // A launch's level is shared by all its cells, so the cells of one config are not
-                // independent evidence about it: the degrees of freedom are the independent
+            // Each cell alone first: one group per config, so its df are exactly the launch
+            // contrasts in that cell.
+            let mut by_cell: BTreeMap<String, Vec<(&str, &Vec<f64>)>> = BTreeMap::new();
+            for (key, (_, v)) in unsaturated.iter().zip(&groups) {
+                by_cell
+                    .entry(cell_tag(key.phase, &key.cell))
+                    .or_default()
+                    .push((key.config.as_str(), v));
+            }
+            // (config, cell) groups the cell's screen gave their own noise: the pool over every
+            // cell leaves them out too.
+            let mut loud_in_cell: Vec<(String, String)> = Vec::new();
+            for (tag, members) in by_cell {
+                let values: Vec<Vec<f64>> = members.iter().map(|(_, v)| (*v).clone()).collect();
+                // Whether the cell carries its own noise reads the launch counts alone.
+                if pooled_variance(&values).is_none_or(|pv| pv.df < MIN_CELL_DF) {
+                    continue;
+                }
+                let own: Vec<(&str, PooledVariance)> = members
+                    .iter()
+                    .filter_map(|(c, v)| pooled_variance(&[(*v).clone()]).map(|pv| (*c, pv)))
+                    .collect();
+                let pool_of_configs = |idx: &[usize]| {
+                    let names: Vec<&str> = idx.iter().map(|&i| own[i].0).collect();
+                    let vals: Vec<Vec<f64>> = members
+                        .iter()
+                        .filter(|(c, _)| names.contains(c))
+                        .map(|(_, v)| (*v).clone())
+                        .collect();
+                    pooled_variance(&vals)
+                };
+                let flagged = screen(&own, pool_of_configs, name, Some(&tag));
+                let loud: Vec<&str> = flagged.iter().map(|(o, _)| o.config.as_str()).collect();
+                let rest: Vec<Vec<f64>> = members
+                    .iter()
+                    .filter(|(c, _)| !loud.contains(c))
+                    .map(|(_, v)| (*v).clone())
+                    .collect();
+                // The configs the screen leaves keep the cell's pool while it has the contrasts
+                // a cell needs; else they carry the pool over every cell.
+                if let Some(pv) = pooled_variance(&rest).filter(|pv| pv.df >= MIN_CELL_DF) {
+                    let draws = variance_draws(&pv, resamples, seed, &format!("{name}|{tag}"));
+                    summary
+                        .cells
+                        .entry(tag.clone())
+                        .or_default()
+                        .insert(name.to_owned(), pv);
+                    model.cell_draws.insert((name, tag.clone()), draws);
+                }
+                for (o, draws_key) in flagged {
+                    let pv = o.variance;
+                    model.own_draws.insert(
+                        (name, Some(tag.clone()), o.config.clone()),
+                        variance_draws(&pv, resamples, seed, &draws_key),
+                    );
+                    loud_in_cell.push((o.config.clone(), tag.clone()));
+                    summary.own.push(o);
+                }
+            }
+            // Over every cell: the groups no cell's screen took, each config's own variance
+            // (its groups, df its launch contrasts), the screen, then the pool of the configs it
+            // leaves — the rest in each F-test is that same pool.
+            let kept: Vec<&((&str, Phase), Vec<f64>)> = unsaturated
+                .iter()
+                .zip(&groups)
+                .filter(|(key, _)| {
+                    let tag = cell_tag(key.phase, &key.cell);
+                    !loud_in_cell
+                        .iter()
+                        .any(|(c, t)| c == &key.config && *t == tag)
+                })
+                .map(|(_, g)| g)
+                .collect();
+            let mut configs: Vec<&str> = kept.iter().map(|((c, _), _)| *c).collect();
+            configs.sort();
+            configs.dedup();
+            let of = |keep: &dyn Fn(&str) -> bool| -> Option<PooledVariance> {
+                let mine: Vec<&((&str, Phase), Vec<f64>)> =
+                    kept.iter().copied().filter(|((c, _), _)| keep(c)).collect();
+                let values: Vec<Vec<f64>> = mine.iter().map(|g| g.1.clone()).collect();
+                let mut pv = pooled_variance(&values)?;
+                // A launch's level is shared by all its cells, so the cells of one config are
+                // not independent evidence about it: the degrees of freedom are the independent
                 // launch contrasts, Σ over (config, phase) of (launches − 1), when that is fewer
                 // (each phase launches its own servers).
                 let mut per_config: BTreeMap<(&str, Phase), u32> = BTreeMap::new();
-                for (c, v) in &groups {
+                for (c, v) in mine.iter().map(|g| (&g.0, &g.1)) {
                     let k = v.len() as u32;
                     let e = per_config.entry(*c).or_default();
                     *e = (*e).max(k.saturating_sub(1));
                 }
                 let contrasts: u32 = per_config.values().sum();
                 pv.df = pv.df.min(contrasts.max(1));
+                Some(pv)
+            };
+            let own_all: Vec<(&str, PooledVariance)> = configs
+                .iter()
+                .filter_map(|c| of(&|x: &str| x == *c).map(|pv| (*c, pv)))
+                .collect();
+            let pool_of_configs = |idx: &[usize]| {
+                let names: Vec<&str> = idx.iter().map(|&i| own_all[i].0).collect();
+                of(&|x: &str| names.contains(&x))
+            };
+            let flagged_all = screen(&own_all, pool_of_configs, name, None);
+            for (o, draws_key) in &flagged_all {
+                let pv = o.variance;
+                model.own_draws.insert(
+                    (name, None, o.config.clone()),
+                    variance_draws(&pv, resamples, seed, draws_key),
+                );
+            }
+            let loud_all: Vec<String> = flagged_all.iter().map(|(o, _)| o.config.clone()).collect();
+            summary.own.extend(flagged_all.into_iter().map(|(o, _)| o));
+            if let Some(pv) = of(&|x: &str| !loud_all.iter().any(|l| l == x)) {
                 summary.metrics.insert(name.to_owned(), pv);
                 model
                     .draws
                     .insert(name, variance_draws(&pv, resamples, seed, name));
-            }
-            // Each cell alone: one group per config, so its df are exactly the launch
-            // contrasts in that cell.
-            let mut by_cell: BTreeMap<String, Vec<Vec<f64>>> = BTreeMap::new();
-            for (key, (_, v)) in unsaturated.iter().zip(&groups) {
-                by_cell
-                    .entry(cell_tag(key.phase, &key.cell))
-                    .or_default()
-                    .push(v.clone());
-            }
-            for (tag, values) in by_cell {
-                let Some(pv) = pooled_variance(&values).filter(|pv| pv.df >= MIN_CELL_DF) else {
-                    continue;
-                };
-                let draws = variance_draws(&pv, resamples, seed, &format!("{name}|{tag}"));
-                summary
-                    .cells
-                    .entry(tag.clone())
-                    .or_default()
-                    .insert(name.to_owned(), pv);
-                model.cell_draws.insert((name, tag), draws);
             }
         }
         (model, summary)
@@ -234,23 +399,30 @@ impl NoiseModel {
         self.draws.contains_key(name(m))
     }
 
-    /// Replicates of a statistic of (`phase`, `cell`) with estimate `est` pooled over `k`
-    /// launches, given its request-level replicates (`key` seeds its own normal draws): the
-    /// cell's own launch noise where it has one, else the pooled one. `None` when the launch
-    /// noise of `m` is unknown (use the request-level replicates, and say so).
+    /// Replicates of a statistic of `config` in (`phase`, `cell`) with estimate `est` pooled
+    /// over `k` launches, given its request-level replicates (`key` seeds its own normal
+    /// draws). The variance, first found: the config's own in the cell ([`OwnNoise`]), the
+    /// cell's pool, the config's own over every cell, the pool over every cell. `None` when the
+    /// launch noise of `m` is unknown (use the request-level replicates, and say so).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn widen(
         &self,
         m: Metric,
         (phase, cell): (Phase, &str),
+        config: &str,
         est: f64,
         k: u32,
         request: &[f64],
         key: &str,
     ) -> Option<Vec<f64>> {
+        let n = name(m);
+        let tag = cell_tag(phase, cell);
         let draws = self
-            .cell_draws
-            .get(&(name(m), cell_tag(phase, cell)))
-            .or_else(|| self.draws.get(name(m)))?;
+            .own_draws
+            .get(&(n, Some(tag.clone()), config.to_owned()))
+            .or_else(|| self.cell_draws.get(&(n, tag)))
+            .or_else(|| self.own_draws.get(&(n, None, config.to_owned())))
+            .or_else(|| self.draws.get(n))?;
         if est <= 0.0 || !est.is_finite() || draws.len() != request.len() {
             return None;
         }
@@ -270,6 +442,35 @@ impl NoiseModel {
         // `replicates` divides by k itself; hand it the floored per-statistic variance at k = 1.
         Some(replicates(est, 1, &floored, self.seed, key))
     }
+}
+
+/// The configs of `own` (each config's own variance in one scope) the screen gives their own
+/// noise, with the key that seeds their draws; `rest_of(indices)` is the pool of those configs
+/// as the summary reports it.
+fn screen(
+    own: &[(&str, PooledVariance)],
+    rest_of: impl Fn(&[usize]) -> Option<PooledVariance>,
+    metric: &str,
+    cell: Option<&str>,
+) -> Vec<(OwnNoise, String)> {
+    let pvs: Vec<PooledVariance> = own.iter().map(|(_, pv)| *pv).collect();
+    noisier_groups(&pvs, rest_of, OWN_NOISE_ALPHA)
+        .into_iter()
+        .map(|g| {
+            let (config, variance) = own[g.index];
+            let key = format!("{metric}|own|{}|{config}", cell.unwrap_or("*"));
+            let o = OwnNoise {
+                config: config.to_owned(),
+                metric: metric.to_owned(),
+                cell: cell.map(str::to_owned),
+                variance,
+                f: g.f,
+                rest_df: g.df.1,
+                p_adjusted: g.p_adjusted,
+            };
+            (o, key)
+        })
+        .collect()
 }
 
 /// Per config, the noise model estimated from every OTHER config's cells (for the config's A/A
@@ -312,6 +513,8 @@ pub(crate) const METHOD: &str = "launch-level random effect: per metric, the poo
      per-launch estimates (one-way ANOVA over the configs with >= 2 launches, unsaturated cells only, \
      df = sum of launches - 1), applied to every config; estimated per cell where the cell's launches \
      give >= 4 contrasts (launches can spread more near the knee), else pooled over every cell; a \
+     config whose launches spread more than the others' pool (one-sided F-test, Holm-adjusted, 1%) \
+     carries its own variance and df there and is left out of the pool; a \
      statistic pooled over k launches gets replicates est * exp(sqrt(max(s2_b / k, v_req)) * z), \
      s2_b = s2 * df / chi2_df drawn once per replicate and shared by every statistic of the metric \
      in the cell (t-calibrated taxes), v_req the request-level bootstrap variance (a floor); with no \

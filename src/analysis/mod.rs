@@ -196,8 +196,29 @@ fn noise_warnings(noise: &launch_noise::LaunchNoiseSummary, aa: &[model::AaTax])
     for a in aa.iter().filter(|a| a.unstable) {
         let show =
             |t: &Option<model::TaxValue>| t.as_ref().map_or("n/a".into(), |t| t.value.pct_ci());
+        let own: Vec<String> = ["ttft_p90", "tpot_p90"]
+            .iter()
+            .filter_map(|m| noise.own_at(m, a.phase, &a.cell, &a.config))
+            .map(|o| {
+                format!(
+                    "{} (F {:.1} on {}, {} df)",
+                    launch_noise::metric_label(&o.metric),
+                    o.f,
+                    o.variance.df,
+                    o.rest_df
+                )
+            })
+            .collect();
+        let own = if own.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ". Its taxes there carry its own launch noise for {}, so the other configs' quieter launches do not narrow them; the mark stays, as its launches disagree beyond what the other configs' launches show",
+                own.join(", ")
+            )
+        };
         out.push(format!(
-            "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable",
+            "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable{own}",
             a.config,
             a.phase,
             a.cell,

@@ -95,6 +95,7 @@ impl<'a> TaxEngine<'a> {
         &self,
         m: Metric,
         (phase, cell): (Phase, &str),
+        config: &str,
         est: f64,
         key: &str,
         groups: &[&[f64]],
@@ -103,10 +104,15 @@ impl<'a> TaxEngine<'a> {
         let request = self.rep.quantile(key, groups, q)?;
         let k = groups.iter().filter(|g| !g.is_empty()).count() as u32;
         Some(
-            match self
-                .noise
-                .widen(m, (phase, cell), est, k, &request, &format!("{key}|launch"))
-            {
+            match self.noise.widen(
+                m,
+                (phase, cell),
+                config,
+                est,
+                k,
+                &request,
+                &format!("{key}|launch"),
+            ) {
                 Some(w) => std::sync::Arc::new(w),
                 None => request,
             },
@@ -135,7 +141,14 @@ impl<'a> TaxEngine<'a> {
         let (name, _, f) = m.spec();
         let est = m.point(st)?;
         let groups = cs.groups(f);
-        let reps = self.replicates(m, (phase, cell), est, &rep_key(cs, None, name), &groups)?;
+        let reps = self.replicates(
+            m,
+            (phase, cell),
+            config,
+            est,
+            &rep_key(cs, None, name),
+            &groups,
+        )?;
         Some((est, reps))
     }
 
@@ -311,7 +324,10 @@ impl TaxEngine<'_> {
                 let pooled: Vec<f64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
                 let est = crate::stats::quantile(&pooled, q)?;
                 let k = format!("{}|aa-{tag}|{name}", rep_key(cs, None, name));
-                Some((est, self.replicates(m, (phase, cell), est, &k, &groups)?))
+                Some((
+                    est,
+                    self.replicates(m, (phase, cell), config, est, &k, &groups)?,
+                ))
             };
         let rel = |m: Metric| -> Option<TaxValue> {
             let (x, xr) = side(&a, m, "a")?;

@@ -72,6 +72,80 @@ pub(crate) fn pooled_variance(groups: &[Vec<f64>]) -> Option<PooledVariance> {
     })
 }
 
+/// A group whose launches spread more than the pool of the others allows: its index in the
+/// input, the variance ratio `F = s²_group / s²_rest`, its degrees of freedom, and the
+/// Holm-adjusted one-sided p-value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct NoisierGroup {
+    pub index: usize,
+    pub f: f64,
+    pub df: (u32, u32),
+    pub p_adjusted: f64,
+}
+
+/// The groups (configs) whose per-launch variance is significantly larger than that of the
+/// others pooled: a step-down of one-sided F-tests, each group against the pool of the groups
+/// still in it (`rest_of(indices)`: the pool exactly as the caller will report it), the smallest
+/// p first, Holm-adjusted (p × groups still tested, never below the previous step's) and stopped
+/// at the first that is not below `alpha` — the variance-outlier screen of inter-laboratory
+/// studies (ISO 5725-2 tests the largest lab variance, Cochran's C, at 1%), for unequal df. The
+/// rest is recomputed after each removal, so this is Holm's bound on the first step and a
+/// step-down screen after it. A group needs df ≥ 1 and a rest with df ≥ 1; a rest whose
+/// variance is 0 flags any group with a positive one (F = ∞, p = 0); ties of the p-value go to
+/// the lower index. Flagging reads the values, so the pool of the rest is what a variance screen
+/// leaves: at `alpha` = 1% it drops a homogeneous group rarely (`ctax calibrate-noise` checks the
+/// coverage that results, DESIGN.md §4.3).
+pub(crate) fn noisier_groups(
+    groups: &[PooledVariance],
+    rest_of: impl Fn(&[usize]) -> Option<PooledVariance>,
+    alpha: f64,
+) -> Vec<NoisierGroup> {
+    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+    let mut pool: Vec<usize> = (0..groups.len())
+        .filter(|&i| groups[i].df > 0 && groups[i].var.is_finite())
+        .collect();
+    let mut out = Vec::new();
+    let mut previous = 0.0f64;
+    while pool.len() >= 2 {
+        let mut best: Option<NoisierGroup> = None;
+        for &i in &pool {
+            let g = &groups[i];
+            let others: Vec<usize> = pool.iter().copied().filter(|&j| j != i).collect();
+            let Some(rest) = rest_of(&others).filter(|r| r.df > 0 && r.var.is_finite()) else {
+                continue;
+            };
+            let (f, p) = if rest.var > 0.0 {
+                let f = g.var / rest.var;
+                let Ok(dist) = FisherSnedecor::new(f64::from(g.df), f64::from(rest.df)) else {
+                    continue;
+                };
+                (f, dist.sf(f))
+            } else if g.var > 0.0 {
+                (f64::INFINITY, 0.0)
+            } else {
+                continue;
+            };
+            if best.is_none_or(|b| p < b.p_adjusted) {
+                best = Some(NoisierGroup {
+                    index: i,
+                    f,
+                    df: (g.df, rest.df),
+                    p_adjusted: p,
+                });
+            }
+        }
+        let Some(mut b) = best else { break };
+        b.p_adjusted = (b.p_adjusted * pool.len() as f64).min(1.0).max(previous);
+        if b.p_adjusted >= alpha {
+            break;
+        }
+        previous = b.p_adjusted;
+        out.push(b);
+        pool.retain(|&i| i != b.index);
+    }
+    out
+}
+
 /// `σ²_b = σ̂² · df / χ²_df` for b = 0..n: the variance drawn for each replicate index. Seeded by
 /// `(seed, key)`; every statistic of one metric must use the same draws (same key).
 pub(crate) fn variance_draws(pv: &PooledVariance, n: usize, seed: u64, key: &str) -> Vec<f64> {
@@ -82,13 +156,26 @@ pub(crate) fn variance_draws(pv: &PooledVariance, n: usize, seed: u64, key: &str
         .collect()
 }
 
-/// Replicates of a positive statistic `est` pooled over `k` launches: `est · exp(√(σ²_b/k) z_b)`.
+/// The largest log-scale deviation a replicate takes: `exp(300)` ≈ 2·10¹³⁰, so a ratio or a
+/// product of two replicates stays finite in f64. A variance with df 1 (a config's own, from two
+/// launches) draws `σ̂² / χ²₁`, and χ²₁ can be 10⁻¹⁰: unclamped, `exp` overflows, the replicate
+/// is infinite and the whole CI is dropped. Clamping keeps the order of one statistic's
+/// replicates below the bound, and a ratio of two moves only where one of them was clamped, so
+/// percentile CIs are unchanged unless more than their tail mass lies beyond it (for a t₁ tail
+/// at an SE of 0.1, P(|dev| > 300) ≈ 2·10⁻⁴).
+pub(crate) const MAX_LOG_DEV: f64 = 300.0;
+
+/// Replicates of a positive statistic `est` pooled over `k` launches: `est · exp(√(σ²_b/k) z_b)`
+/// (the exponent clamped to ±[`MAX_LOG_DEV`]).
 pub(crate) fn replicates(est: f64, k: u32, sigma2: &[f64], seed: u64, key: &str) -> Vec<f64> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(stable_seed(seed, key, 1.0));
     let k = f64::from(k.max(1));
     sigma2
         .iter()
-        .map(|s2| est * ((s2 / k).sqrt() * standard_normal(&mut rng)).exp())
+        .map(|s2| {
+            let dev = (s2 / k).sqrt() * standard_normal(&mut rng);
+            est * dev.clamp(-MAX_LOG_DEV, MAX_LOG_DEV).exp()
+        })
         .collect()
 }
 
@@ -138,25 +225,47 @@ mod tests {
         assert!(pooled_variance(&[vec![1.0], vec![2.0]]).is_none());
     }
 
+    /// The 95% interval of log(a/b) − log(30/10) for two k = 1 statistics (30 and 10) sharing the
+    /// variance draws of σ̂² = `var` at `df`, and the draws; every replicate must be finite.
+    fn log_ratio_interval(var: f64, df: u32, n: usize, seed: u64) -> (f64, f64, Vec<f64>) {
+        let pv = PooledVariance { var, df, groups: 1 };
+        let s2 = variance_draws(&pv, n, seed, "metric");
+        let a = replicates(30.0, 1, &s2, seed, "a");
+        let b = replicates(10.0, 1, &s2, seed, "b");
+        assert!(a.iter().chain(&b).all(|v| v.is_finite() && *v > 0.0));
+        let d: Vec<f64> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x / y).ln() - 3f64.ln())
+            .collect();
+        let (lo, hi) = percentile_interval(&d, 0.95).unwrap();
+        (lo, hi, s2)
+    }
+
     /// The CI of a difference of two statistics built from shared variance draws is the pooled
     /// t-interval: for df = 4, k = 1 on both sides and σ̂² = 0.01, the 97.5% point of
     /// log(θ₁/θ₂) is t₄,0.975 · √(2 · 0.01) = 2.776 · 0.1414 = 0.3926 (t table).
     #[test]
     fn difference_is_t_distributed() {
-        let pv = PooledVariance {
-            var: 0.01,
-            df: 4,
-            groups: 4,
-        };
-        let n = 200_000;
-        let s2 = variance_draws(&pv, n, 7, "ttft_p90");
-        let a = replicates(1.0, 1, &s2, 7, "a");
-        let b = replicates(1.0, 1, &s2, 7, "b");
-        let d: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (x / y).ln()).collect();
-        let (lo, hi) = percentile_interval(&d, 0.95).unwrap();
+        let (lo, hi, _) = log_ratio_interval(0.01, 4, 200_000, 7);
         let expect = 2.776445 * (2.0f64 * 0.01).sqrt(); // t(4, 0.975) from the t table
         assert!((hi - expect).abs() < 0.012, "hi {hi}");
         assert!((lo + expect).abs() < 0.012, "lo {lo}");
+    }
+
+    /// Two-launch variances (df 1) draw σ̂²/χ²₁ with χ²₁ near 0 now and then: every replicate
+    /// stays finite, so a CI exists, and it is the t₁ interval: t(1, 0.975) = 12.706 (t table)
+    /// times √(2 · 0.01) for the difference of two k = 1 statistics sharing the draws.
+    #[test]
+    fn df_one_replicates_stay_finite_and_t_distributed() {
+        let (lo, hi, s2) = log_ratio_interval(0.01, 1, 400_000, 3);
+        // χ²₁ < 10⁻⁸ (P ≈ 8·10⁻⁵, ~32 of 400,000): σ_b > 1000, and exp(1000·|z|) overflows for
+        // |z| > 0.71, about half of them; `log_ratio_interval` asserts every replicate finite.
+        let huge = s2.iter().filter(|v| v.sqrt() > 1000.0).count();
+        assert!(huge > 5, "{huge} draws with sd > 1000");
+        let expect = 12.706 * (2.0f64 * 0.01).sqrt();
+        assert!((hi / expect - 1.0).abs() < 0.05, "hi {hi} vs {expect}");
+        assert!((lo / expect + 1.0).abs() < 0.05, "lo {lo} vs {expect}");
     }
 
     #[test]
@@ -170,5 +279,75 @@ mod tests {
         assert_eq!(a, variance_draws(&pv, 1000, 1, "k"));
         assert_ne!(a, variance_draws(&pv, 1000, 1, "other"));
         assert!(a.iter().all(|v| *v > 0.0 && v.is_finite()));
+    }
+
+    /// F-table references: F(0.99; 1, 8) = 11.26 and F(0.99; 2, 5) = 13.27 (upper 1% points).
+    /// Six groups, one with 30x the variance of five equal ones (df 2 each): F = 30 on (2, 10)
+    /// df; for d1 = 2 the F survival function is closed-form, (1 + 2F/d2)^(-d2/2) = 7^-5, so
+    /// Holm's x 6 gives 6/16807. It is flagged alone (the other five are equal). Equal
+    /// variances flag none.
+    /// The df-weighted pool of `groups[indices]` (Σ var·df / Σ df): the pooled variance of the
+    /// groups' launches when each group's `var` is its own SS / df.
+    fn pool_of(groups: &[PooledVariance], indices: &[usize]) -> Option<PooledVariance> {
+        let df: u32 = indices.iter().map(|&i| groups[i].df).sum();
+        let ss: f64 = indices
+            .iter()
+            .map(|&i| groups[i].var * f64::from(groups[i].df))
+            .sum();
+        (df > 0).then(|| PooledVariance {
+            var: ss / f64::from(df),
+            df,
+            groups: indices.len() as u32,
+        })
+    }
+
+    fn screen(groups: &[PooledVariance], alpha: f64) -> Vec<NoisierGroup> {
+        noisier_groups(groups, |idx| pool_of(groups, idx), alpha)
+    }
+
+    #[test]
+    fn noisier_groups_by_f_test() {
+        let g = |var: f64, df: u32| PooledVariance { var, df, groups: 1 };
+        let mut groups = vec![g(0.001, 2); 5];
+        groups.insert(2, g(0.03, 2));
+        let out = screen(&groups, 0.01);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].index, 2);
+        assert!((out[0].f - 30.0).abs() < 1e-9);
+        assert_eq!(out[0].df, (2, 10));
+        assert!((out[0].p_adjusted - 6.0 / 16807.0).abs() < 1e-9, "{out:?}");
+        assert!(screen(&[g(0.001, 2); 6], 0.01).is_empty());
+        // At the 1% point itself: one df-1 group at F = 11.26 against a rest of df 8 has the
+        // one-sided p 0.01 before the adjustment, so x 2 groups is not below 1%: kept in.
+        let edge = [g(11.26 * 0.002, 1), g(0.002, 8)];
+        assert!(screen(&edge, 0.01).is_empty());
+        let raw = screen(&edge, 0.021);
+        assert_eq!(raw.len(), 1);
+        assert!((raw[0].p_adjusted - 0.02).abs() < 2e-4, "{raw:?}");
+        // Step-down: two loud groups of different size against four quiet ones; the louder goes
+        // first (F(2, 10) = 0.05/0.0024, p x 6 = 0.0016), then the other against the quiet rest:
+        // F(2, 8) = 0.01/0.0005 = 20, closed form p = (1 + 2·20/8)^-4 = 6^-4, x 5 = 0.0039.
+        let mut two = vec![g(0.0005, 2); 4];
+        two.push(g(0.01, 2));
+        two.push(g(0.05, 2));
+        let out = screen(&two, 0.01);
+        assert_eq!(out.iter().map(|o| o.index).collect::<Vec<_>>(), vec![5, 4]);
+        assert!((out[1].p_adjusted - 5.0 / 1296.0).abs() < 1e-9, "{out:?}");
+        // Holm's adjusted p never decreases along the steps: a second group whose own p x
+        // groups left is smaller than the first's reports the first's.
+        let mut mono = vec![g(0.0005, 4); 4];
+        mono.push(g(0.05, 2));
+        mono.push(g(0.04, 8));
+        let out = screen(&mono, 0.01);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out[1].p_adjusted >= out[0].p_adjusted, "{out:?}");
+        // A df-0 group is never tested; a rest of variance 0 flags a group with a positive one
+        // (F = ∞), and two groups of variance 0 flag none.
+        assert!(screen(&[g(0.5, 0), g(0.001, 3), g(0.001, 3)], 0.01).is_empty());
+        let zero = screen(&[g(0.5, 1), g(0.0, 3), g(0.0, 2)], 0.01);
+        assert_eq!(zero.len(), 1);
+        assert_eq!((zero[0].index, zero[0].p_adjusted), (0, 0.0));
+        assert!(zero[0].f.is_infinite());
+        assert!(screen(&[g(0.0, 1), g(0.0, 3)], 0.01).is_empty());
     }
 }

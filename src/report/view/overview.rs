@@ -181,34 +181,71 @@ pub(super) fn launch_noise_line(n: &crate::analysis::launch_noise::LaunchNoiseSu
     }
     let list =
         |m: &std::collections::BTreeMap<String, crate::stats::launch_noise::PooledVariance>| {
-            [
-                ("ttft_p90", "TTFT p90"),
-                ("tpot_p90", "TPOT p90"),
-                ("step_p50", "step p50"),
-                ("callback_p50", "callbacks p50"),
-            ]
-            .iter()
-            .filter_map(|(k, label)| {
-                m.get(*k)
-                    .map(|pv| format!("{label} ±{:.1}% (df {})", pv.relative_sd() * 100.0, pv.df))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+            ["ttft_p90", "tpot_p90", "step_p50", "callback_p50"]
+                .iter()
+                .filter_map(|k| {
+                    m.get(*k).map(|pv| {
+                        format!(
+                            "{} ±{:.1}% (df {})",
+                            crate::analysis::launch_noise::metric_label(k),
+                            pv.relative_sd() * 100.0,
+                            pv.df
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         };
     let pooled = format!(
         "pooled over cells (carried by the cells without {MIN_CELL_DF} launch contrasts of their own): {}",
         list(&n.metrics)
     );
-    if n.cells.is_empty() {
-        return pooled;
+    let mut line = pooled;
+    if !n.cells.is_empty() {
+        let cells: Vec<String> = n
+            .cells
+            .iter()
+            .map(|(tag, m)| format!("{} {}", tag.replacen('/', " ", 1), list(m)))
+            .collect();
+        line = format!(
+            "{line}; each cell with ≥ {MIN_CELL_DF} carries its own: {}",
+            cells.join("; ")
+        );
     }
-    let cells: Vec<String> = n
-        .cells
+    if !n.own.is_empty() {
+        line = format!("{line}; {}", own_noise_list(&n.own));
+    }
+    line
+}
+
+/// `own noise (launches that spread more than the other configs' …): lmcache_only TPOT p90 in
+/// A r2_i4096_o256 ±7.1% (df 1; F 37.0 on 1, 7 df, Holm p 0.004)`.
+pub(crate) fn own_noise_list(own: &[crate::analysis::launch_noise::OwnNoise]) -> String {
+    use crate::analysis::launch_noise::{OWN_NOISE_ALPHA, metric_label as label};
+    let items: Vec<String> = own
         .iter()
-        .map(|(tag, m)| format!("{} {}", tag.replacen('/', " ", 1), list(m)))
+        .map(|o| {
+            format!(
+                "{} {} {} ±{:.1}% (df {}; F {:.1} on {}, {} df, Holm p {:.3})",
+                o.config,
+                label(&o.metric),
+                o.cell
+                    .as_deref()
+                    .map(|t| format!("in {}", t.replacen('/', " ", 1)))
+                    .unwrap_or_else(|| "in the cells without their own noise".into()),
+                o.variance.relative_sd() * 100.0,
+                o.variance.df,
+                o.f,
+                o.variance.df,
+                o.rest_df,
+                o.p_adjusted
+            )
+        })
         .collect();
     format!(
-        "{pooled}; each cell with ≥ {MIN_CELL_DF} carries its own: {}",
-        cells.join("; ")
+        "configs whose launches spread more than the other configs' (one-sided F-test against \
+         the others' pool, Holm-adjusted, {:.0}%) carry their own and are left out of the pools: {}",
+        OWN_NOISE_ALPHA * 100.0,
+        items.join("; ")
     )
 }

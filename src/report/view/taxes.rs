@@ -105,6 +105,31 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
         .collect()
 }
 
+/// `own noise: TPOT p90 at A r2` when the screen gave `config` its own launch noise in Phase A
+/// (a cell or over every cell); `None` otherwise.
+fn own_noise_note(
+    noise: &crate::analysis::launch_noise::LaunchNoiseSummary,
+    config: &str,
+) -> Option<String> {
+    let items: Vec<String> = noise
+        .own
+        .iter()
+        .filter(|o| o.config == config)
+        .filter(|o| o.cell.as_ref().is_none_or(|c| c.starts_with("A/")))
+        .map(|o| {
+            let metric = crate::analysis::launch_noise::metric_label(&o.metric);
+            match &o.cell {
+                Some(c) => {
+                    let rate = c.trim_start_matches("A/").split('_').next().unwrap_or(c);
+                    format!("{metric} at {rate}")
+                }
+                None => format!("{metric} in the cells without their own noise"),
+            }
+        })
+        .collect();
+    (!items.is_empty()).then(|| format!("own noise: {}", items.join(", ")))
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RefTaxRow {
     pub config: String,
@@ -192,7 +217,8 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
                     .launches_of(ctax_schema::Phase::A, &c)
                 {
                     Some(1) => "1 (pooled noise)".to_owned(),
-                    Some(k) => k.to_string(),
+                    Some(k) => own_noise_note(&r.summary.launch_noise, &c)
+                        .map_or_else(|| k.to_string(), |n| format!("{k} ({n})")),
                     None => "n/a".to_owned(),
                 },
                 config: c,
