@@ -141,6 +141,112 @@ impl EngineFacts {
     }
 }
 
+impl EngineFacts {
+    /// One line for a config over its launches: each fact once, with "(k of n launches)" where
+    /// only some launches logged it, and counts as their range over the launches that logged
+    /// them (`1645–1770 stores`), so launches that differ only in counts read as one engine.
+    /// One launch: [`EngineFacts::summary`].
+    pub(crate) fn summary_over(all: &[&EngineFacts]) -> String {
+        let n = all.len();
+        match n {
+            0 => return String::new(),
+            1 => return all[0].summary(),
+            _ => {}
+        }
+        let of = |k: usize| {
+            if k == n {
+                String::new()
+            } else {
+                format!(" ({k} of {n} launches)")
+            }
+        };
+        let span = |v: &[f64], digits: usize| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let f = |x: f64| format!("{x:.digits$}");
+            if f(lo) == f(hi) {
+                f(lo)
+            } else {
+                format!("{}–{}", f(lo), f(hi))
+            }
+        };
+        // Distinct values in first-seen order, with how many launches logged each.
+        fn tally<'a>(items: impl Iterator<Item = &'a str>) -> Vec<(&'a str, usize)> {
+            let mut v: Vec<(&str, usize)> = Vec::new();
+            for it in items {
+                match v.iter_mut().find(|(x, _)| *x == it) {
+                    Some((_, k)) => *k += 1,
+                    None => v.push((it, 1)),
+                }
+            }
+            v
+        }
+        let mut parts = Vec::new();
+        for (e, k) in tally(all.iter().filter_map(|f| f.fatal_error.as_deref())) {
+            parts.push(format!("ENGINE DIED: {e}{}", of(k)));
+        }
+        for (l, k) in tally(all.iter().filter_map(|f| f.kv_cache_layout.as_deref())) {
+            parts.push(format!("KV layout {l}{}", of(k)));
+        }
+        let off = all.iter().filter(|f| f.hybrid_kv_cache_manager_off).count();
+        if off > 0 {
+            parts.push(format!("hybrid KV-cache manager off{}", of(off)));
+        }
+        for (m, k) in tally(
+            all.iter()
+                .flat_map(|f| f.missing_extensions.iter().map(String::as_str)),
+        ) {
+            parts.push(format!("missing compiled extension: {m}{}", of(k)));
+        }
+        let jit: Vec<f64> = all
+            .iter()
+            .map(|f| f.jit_during_inference.len() as f64)
+            .filter(|c| *c > 0.0)
+            .collect();
+        if !jit.is_empty() {
+            parts.push(format!(
+                "{} Triton JIT compiles while serving{}",
+                span(&jit, 0),
+                of(jit.len())
+            ));
+        }
+        let stores: Vec<&KvStores> = all.iter().filter_map(|f| f.kv_stores.as_ref()).collect();
+        if !stores.is_empty() {
+            let col = |g: fn(&KvStores) -> f64| stores.iter().map(|k| g(k)).collect::<Vec<f64>>();
+            parts.push(format!(
+                "KV stored by LMCache: {} stores, {} GB, {} ms p50 / {} ms p90 each{}",
+                span(&col(|k| k.count as f64), 0),
+                span(&col(|k| k.gb), 1),
+                span(&col(|k| k.cost_ms_p50), 0),
+                span(&col(|k| k.cost_ms_p90), 0),
+                of(stores.len())
+            ));
+        }
+        for (loc, k) in tally(
+            all.iter()
+                .filter_map(|f| f.log_flood.as_ref().map(|l| l.location.as_str())),
+        ) {
+            let floods: Vec<&LogSource> = all
+                .iter()
+                .filter_map(|f| f.log_flood.as_ref())
+                .filter(|l| l.location == loc)
+                .collect();
+            let counts: Vec<f64> = floods.iter().map(|l| l.count as f64).collect();
+            parts.push(format!(
+                "log flood: {} lines from {loc} ({}){}",
+                span(&counts, 0),
+                head(&floods[0].first),
+                of(k)
+            ));
+        }
+        if parts.is_empty() {
+            "no engine change logged".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
 /// Reads the two log files of a run directory, each plain or `.zst` (either may be missing),
 /// line by line.
 pub(crate) fn read_run(dir: &Path) -> Option<EngineFacts> {
@@ -669,5 +775,63 @@ mod tests {
         assert!(f.connectors.is_empty());
         assert_eq!(f.warnings["x.py:1"].first, "bell here");
         assert_eq!(f.summary(), "no engine change logged");
+    }
+
+    /// Two LMCache launches that differ only in counts, and a third stopped during startup
+    /// (layout and extension logged, nothing served): each fact once, counts as ranges over the
+    /// launches that logged them, "(2 of 3 launches)" where the third has none; one launch reads
+    /// as its own summary.
+    #[test]
+    fn summary_over_launches_merges_counts_into_ranges() {
+        let served = |count: u64, gb: f64, p50: f64, p90: f64, flood: u64| EngineFacts {
+            kv_cache_layout: Some("NHD".into()),
+            hybrid_kv_cache_manager_off: true,
+            missing_extensions: vec!["lmcache.cuda_ops".into()],
+            jit_during_inference: vec!["a".into(), "b".into()],
+            kv_stores: Some(KvStores {
+                count,
+                tokens: 0,
+                gb,
+                cost_ms_p50: p50,
+                cost_ms_p90: p90,
+            }),
+            log_flood: Some(LogSource {
+                location: "__init__.py:154".into(),
+                count: flood,
+                first: "Auto-selected backend".into(),
+            }),
+            ..Default::default()
+        };
+        let a = served(1763, 467.6, 146.2, 262.0, 980_833);
+        let b = served(1770, 469.1, 151.0, 265.0, 985_249);
+        let startup = EngineFacts {
+            kv_cache_layout: Some("NHD".into()),
+            hybrid_kv_cache_manager_off: true,
+            missing_extensions: vec!["lmcache.cuda_ops".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            EngineFacts::summary_over(&[&a, &startup, &b]),
+            "KV layout NHD; hybrid KV-cache manager off; missing compiled extension: \
+             lmcache.cuda_ops; 2 Triton JIT compiles while serving (2 of 3 launches); KV stored \
+             by LMCache: 1763–1770 stores, 467.6–469.1 GB, 146–151 ms p50 / 262–265 ms p90 each \
+             (2 of 3 launches); log flood: 980833–985249 lines from __init__.py:154 \
+             (Auto-selected backend) (2 of 3 launches)"
+        );
+        assert_eq!(EngineFacts::summary_over(&[&a]), a.summary());
+        let died = EngineFacts {
+            fatal_error: Some("NotImplementedError: HND".into()),
+            kv_cache_layout: Some("HND".into()),
+            ..Default::default()
+        };
+        let plain = EngineFacts::default();
+        assert_eq!(
+            EngineFacts::summary_over(&[&died, &plain]),
+            "ENGINE DIED: NotImplementedError: HND (1 of 2 launches); KV layout HND (1 of 2 launches)"
+        );
+        assert_eq!(
+            EngineFacts::summary_over(&[&plain, &plain]),
+            "no engine change logged"
+        );
     }
 }

@@ -136,8 +136,8 @@ pub(crate) struct RefTaxRow {
     /// Launches of the config, `1 (pooled noise)` when its CIs carry the launch noise of the
     /// configs with ≥ 2 launches rather than its own.
     pub launches: String,
-    /// What the config changed in the engine, from its launches' vLLM logs (distinct
-    /// summaries joined), or empty without logs.
+    /// What the config changed in the engine, from its launches' vLLM logs (each fact once,
+    /// counts as ranges over the launches), or empty without logs.
     pub engine: String,
     pub ttft_safe: TaxCell,
     pub ttft_load: TaxCell,
@@ -284,15 +284,14 @@ pub(super) fn ref_shape_text(r: &AnalysisResult) -> String {
     fmt::shapes(&shapes)
 }
 
-/// Distinct engine-change summaries of `config`'s launches (from their vLLM logs).
+/// What `config`'s launches changed in the engine (from their vLLM logs), merged over the
+/// launches ([`crate::ingest::engine_log::EngineFacts::summary_over`]).
 pub(super) fn engine_of(r: &AnalysisResult, config: &str) -> String {
-    let mut v: Vec<String> = r
+    let facts: Vec<&crate::ingest::engine_log::EngineFacts> = r
         .summary
         .dataset
         .engine_of(config)
-        .map(|(_, f)| f.summary())
+        .map(|(_, f)| f)
         .collect();
-    v.sort();
-    v.dedup();
-    v.join(" / ")
+    crate::ingest::engine_log::EngineFacts::summary_over(&facts)
 }
