@@ -418,6 +418,26 @@ fn launch_noise_is_estimated_and_widens_the_tax_ci() {
     assert!(t.value.lo.unwrap() <= 0.20 && 0.20 <= t.value.hi.unwrap());
 }
 
+/// Per config, by hand from the summary's per-launch estimates in Phase A cell `cell`: the sum
+/// of squares of its launches' log TTFT p90s about their mean, and its df (launches - 1).
+fn ttft_p90_ss_df(r: &R, cell: &str) -> std::collections::BTreeMap<String, (f64, usize)> {
+    let mut by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for c in &r.summary.per_launch {
+        if c.key.cell == cell && c.key.phase == ctax_schema::Phase::A {
+            by.entry(c.key.config.clone())
+                .or_default()
+                .push(c.ttft_ms.p90.as_ref().unwrap().est.ln());
+        }
+    }
+    by.into_iter()
+        .map(|(config, v)| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            let ss = v.iter().map(|y| (y - m).powi(2)).sum::<f64>();
+            (config, (ss, v.len() - 1))
+        })
+        .collect()
+}
+
 /// Truth: plain, mooncake_both (a 20% TTFT tax) and nixl_both (none), 3 launches each; every
 /// launch has a 3% level shared by its cells, and at 2 req/s alone an extra level of sd 30%
 /// (a cell whose launches spread more than the others', as near a knee; here it is not the
@@ -443,20 +463,9 @@ fn launch_noise_is_estimated_per_cell() {
     // One-way ANOVA by hand: per config, the log p90s of its launches in the cell; SS about
     // the config's mean, summed, over df = sum of (launches - 1).
     let anova = |cell: &str| {
-        let mut by: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
-        for c in &r.summary.per_launch {
-            if c.key.cell == cell && c.key.phase == ctax_schema::Phase::A {
-                by.entry(c.key.config.as_str())
-                    .or_default()
-                    .push(c.ttft_ms.p90.as_ref().unwrap().est.ln());
-            }
-        }
-        let (mut ss, mut df) = (0.0, 0);
-        for v in by.values() {
-            let m = v.iter().sum::<f64>() / v.len() as f64;
-            ss += v.iter().map(|y| (y - m).powi(2)).sum::<f64>();
-            df += v.len() - 1;
-        }
+        let (ss, df) = ttft_p90_ss_df(&r, cell)
+            .into_values()
+            .fold((0.0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         (ss / df as f64, df)
     };
     let (noisy, quiet) = ("A/r2_i4096_o256", "A/r4_i4096_o256");
@@ -522,19 +531,8 @@ fn a_config_whose_launches_spread_more_carries_its_own_noise() {
     assert_eq!(r.summary.reference_rates.ref_safe, Some(4.0));
     let noise = &r.summary.launch_noise;
     let (cell, tag) = ("r4_i4096_o256", "A/r4_i4096_o256");
-    // Per config, the log TTFT p90s of its launches in the cell; SS about its mean and df.
-    let ss_df = |config: &str| {
-        let v: Vec<f64> = r
-            .summary
-            .per_launch
-            .iter()
-            .filter(|c| c.key.cell == cell && c.key.phase == ctax_schema::Phase::A)
-            .filter(|c| c.key.config == config)
-            .map(|c| c.ttft_ms.p90.as_ref().unwrap().est.ln())
-            .collect();
-        let m = v.iter().sum::<f64>() / v.len() as f64;
-        (v.iter().map(|y| (y - m).powi(2)).sum::<f64>(), v.len() - 1)
-    };
+    let by_config = ttft_p90_ss_df(&r, cell);
+    let ss_df = |config: &str| by_config[config];
     let quiet = ["plain", "mooncake_both", "nixl_both"];
     let (ss_q, df_q) = quiet
         .iter()

@@ -118,9 +118,8 @@ impl LaunchNoiseSummary {
         self.launches.get(&phase)?.get(config).copied()
     }
 
-    /// The variance a statistic of `config`'s `metric` in (`phase`, `cell`) carries, in the
-    /// order [`NoiseModel::widen`] looks: the config's own in that cell, the cell's pool, the
-    /// config's own over every cell, the pool over every cell (`None`: unknown).
+    /// The variance a statistic of `config`'s `metric` in (`phase`, `cell`) carries, found in
+    /// [`in_lookup_order`] as [`NoiseModel::widen`] finds its draws (`None`: unknown).
     pub fn variance_of(
         &self,
         metric: &str,
@@ -128,13 +127,13 @@ impl LaunchNoiseSummary {
         cell: &str,
         config: &str,
     ) -> Option<&PooledVariance> {
-        if let Some(o) = self.own_at(metric, phase, cell, config) {
-            return Some(&o.variance);
-        }
-        self.cells
-            .get(&cell_tag(phase, cell))
-            .and_then(|m| m.get(metric))
-            .or_else(|| self.metrics.get(metric))
+        let tag = cell_tag(phase, cell);
+        in_lookup_order(
+            self.own_in(metric, Some(&tag), config).map(|o| &o.variance),
+            self.cells.get(&tag).and_then(|m| m.get(metric)),
+            || self.own_in(metric, None, config).map(|o| &o.variance),
+            || self.metrics.get(metric),
+        )
     }
 
     /// The own noise `config`'s `metric` carries in (`phase`, `cell`), if any: the one the
@@ -148,16 +147,42 @@ impl LaunchNoiseSummary {
         config: &str,
     ) -> Option<&OwnNoise> {
         let tag = cell_tag(phase, cell);
-        let find = |scope: Option<&str>| {
-            self.own
-                .iter()
-                .find(|o| o.metric == metric && o.config == config && o.cell.as_deref() == scope)
-        };
-        find(Some(&tag)).or_else(|| {
-            let cell_pool = self.cells.get(&tag).is_some_and(|m| m.contains_key(metric));
-            if cell_pool { None } else { find(None) }
-        })
+        // The lookup stops at the cell's pool (no own noise), or at the pool over every cell.
+        in_lookup_order(
+            self.own_in(metric, Some(&tag), config).map(Some),
+            self.cells
+                .get(&tag)
+                .and_then(|m| m.get(metric))
+                .map(|_| None),
+            || self.own_in(metric, None, config).map(Some),
+            || None,
+        )
+        .flatten()
     }
+
+    /// The own noise the screen gave `config`'s `metric` in scope `cell` (`None`: over every
+    /// cell).
+    fn own_in(&self, metric: &str, cell: Option<&str>, config: &str) -> Option<&OwnNoise> {
+        self.own
+            .iter()
+            .find(|o| o.metric == metric && o.config == config && o.cell.as_deref() == cell)
+    }
+}
+
+/// The one order in which a statistic finds its launch noise, for the draws
+/// ([`NoiseModel::widen`]) and for what the summary says ([`LaunchNoiseSummary::variance_of`],
+/// [`LaunchNoiseSummary::own_at`]): the config's own in the cell, the cell's pool, the config's
+/// own over every cell, the pool over every cell.
+fn in_lookup_order<T>(
+    own_in_cell: Option<T>,
+    cell_pool: Option<T>,
+    own_over_all: impl FnOnce() -> Option<T>,
+    pool: impl FnOnce() -> Option<T>,
+) -> Option<T> {
+    own_in_cell
+        .or(cell_pool)
+        .or_else(own_over_all)
+        .or_else(pool)
 }
 
 /// A config whose launches spread significantly more than the other configs' launches: its own
@@ -401,8 +426,7 @@ impl NoiseModel {
 
     /// Replicates of a statistic of `config` in (`phase`, `cell`) with estimate `est` pooled
     /// over `k` launches, given its request-level replicates (`key` seeds its own normal
-    /// draws). The variance, first found: the config's own in the cell ([`OwnNoise`]), the
-    /// cell's pool, the config's own over every cell, the pool over every cell. `None` when the
+    /// draws), with the variance found in [`in_lookup_order`]. `None` when the
     /// launch noise of `m` is unknown (use the request-level replicates, and say so).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn widen(
@@ -417,12 +441,13 @@ impl NoiseModel {
     ) -> Option<Vec<f64>> {
         let n = name(m);
         let tag = cell_tag(phase, cell);
-        let draws = self
-            .own_draws
-            .get(&(n, Some(tag.clone()), config.to_owned()))
-            .or_else(|| self.cell_draws.get(&(n, tag)))
-            .or_else(|| self.own_draws.get(&(n, None, config.to_owned())))
-            .or_else(|| self.draws.get(n))?;
+        let draws = in_lookup_order(
+            self.own_draws
+                .get(&(n, Some(tag.clone()), config.to_owned())),
+            self.cell_draws.get(&(n, tag)),
+            || self.own_draws.get(&(n, None, config.to_owned())),
+            || self.draws.get(n),
+        )?;
         if est <= 0.0 || !est.is_finite() || draws.len() != request.len() {
             return None;
         }
