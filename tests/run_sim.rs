@@ -475,3 +475,179 @@ fn ctrl_c_stops_the_server_keeps_partial_results_and_resume_completes() {
     assert_eq!(s.cells.len(), 3);
     assert!(s.cells.values().all(|h| h.complete));
 }
+
+/// This machine's boot id: what `ctax run` records as `placement.machine_id`.
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// Rewrites the `placement.machine_id` of the run directory `dir` (None: removes it).
+fn set_machine(dir: &Path, id: Option<&str>) {
+    let path = dir.join("config.json");
+    let mut rc: ctax_schema::RunConfig =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    rc.placement.as_mut().unwrap().machine_id = id.map(str::to_owned);
+    std::fs::write(&path, serde_json::to_vec(&rc).unwrap()).unwrap();
+}
+
+fn config_of(dir: &Path) -> ctax_schema::RunConfig {
+    serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap()
+}
+
+/// Phase A only, plain and one other config.
+const PLAIN_NOOP_A: [&str; 6] = [
+    "--configs",
+    "plain,noop_connector",
+    "--skip-stage",
+    "3",
+    "--skip-stage",
+    "4",
+];
+
+/// Plain alone in Phase A (the root's plain launch l0 is then recorded on this machine).
+fn plain_only(p: &Path, out: &Path) -> PathBuf {
+    let o = run(
+        p,
+        out,
+        &[
+            "--configs",
+            "plain",
+            "--skip-stage",
+            "3",
+            "--skip-stage",
+            "4",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dirs = run_dirs(out);
+    assert_eq!(dirs.len(), 1);
+    assert_eq!(
+        config_of(&dirs[0]).placement.unwrap().machine_id,
+        Some(boot_id()),
+        "the launch records this machine's boot id"
+    );
+    dirs[0].clone()
+}
+
+/// A root whose only plain launch ran on another machine: adding noop_connector here first runs
+/// an anchor plain launch (index 1 = the launch count, the next free one), recorded on this
+/// machine and named in the manifest; running again adds no second anchor, and an interrupted
+/// anchor is resumed, not replaced.
+#[test]
+fn a_machine_without_plain_runs_an_anchor_plain_launch_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let plain0 = plain_only(&p, &out);
+    set_machine(&plain0, Some("0ther-machine-boot-id"));
+
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let boot: String = boot_id().chars().take(8).collect();
+    let line = format!(
+        "plain l1 stage A: anchor for this machine (boot {boot}): no plain launch of Phase A ran here yet"
+    );
+    assert!(stderr(&o).contains(&line), "{}", stderr(&o));
+    let rows: Vec<ManifestRow> = manifest(&out)
+        .into_iter()
+        .filter(|r| r.stage == "1 Phase A")
+        .collect();
+    let ids: Vec<(&str, u32, RowStatus)> = rows
+        .iter()
+        .map(|r| (r.config.as_str(), r.launch, r.status))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("plain", 0, RowStatus::Ok),
+            ("plain", 1, RowStatus::Ok),
+            ("noop_connector", 0, RowStatus::Ok)
+        ],
+        "the anchor runs before the new non-plain launch"
+    );
+    assert!(
+        rows[2].started_unix_ms as f64 >= rows[1].started_unix_ms as f64 + rows[1].duration_s * 1e3
+    );
+    let reason = rows[1].reason.as_deref().unwrap_or("");
+    assert!(reason.contains("anchor for this machine"), "{reason}");
+    assert!(rows[2].reason.is_none(), "{:?}", rows[2].reason);
+    let anchor = run_dirs(&out)
+        .into_iter()
+        .find(|d| config_of(d).config == "plain" && config_of(d).launch == 1)
+        .unwrap();
+    assert_eq!(
+        config_of(&anchor).placement.unwrap().machine_id,
+        Some(boot_id())
+    );
+    let md = std::fs::read_to_string(out.join("MANIFEST.md")).unwrap();
+    assert!(md.contains("anchor for this machine"), "{md}");
+
+    // The same command again on this machine: everything is complete, no second anchor.
+    let n = manifest(&out).len();
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("anchor"), "{}", stderr(&o));
+    assert_eq!(manifest(&out).len(), n, "no new row");
+
+    // The anchor was interrupted here: it is resumed (its incomplete cell only), not replaced.
+    mark_incomplete(
+        &anchor.join("summary.json"),
+        "A/r8_i512_o32",
+        "server died: test: pretend the server died",
+    );
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("plain l1 stage A: resuming 1 of 3 cells"), "{e}");
+    assert!(!e.contains("plain l2"), "{e}");
+    assert_eq!(run_dirs(&out).len(), 3, "no new run directory");
+}
+
+/// The root's plain launch was recorded on this machine (its boot id): no anchor.
+#[test]
+fn plain_on_this_machine_needs_no_anchor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let plain0 = plain_only(&p, &out);
+    set_machine(&plain0, Some(&boot_id()));
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("anchor"), "{}", stderr(&o));
+    let launches: Vec<(String, u32)> = run_dirs(&out)
+        .iter()
+        .map(|d| (config_of(d).config, config_of(d).launch))
+        .collect();
+    assert_eq!(launches.len(), 2, "{launches:?}");
+    assert!(launches.contains(&("noop_connector".into(), 0)));
+}
+
+/// `plain_on_every_machine = false`: a root whose plain launch has no recorded machine (another
+/// machine, for the rule) gets no anchor.
+#[test]
+fn plain_on_every_machine_false_adds_no_anchor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(
+        tmp.path(),
+        free_port(),
+        &[(
+            "launches = 1\n",
+            "launches = 1\nplain_on_every_machine = false\n",
+        )],
+    );
+    let plain0 = plain_only(&p, &out);
+    set_machine(&plain0, None);
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("anchor"), "{}", stderr(&o));
+    assert_eq!(run_dirs(&out).len(), 2);
+    assert!(
+        !manifest(&out)
+            .iter()
+            .any(|r| r.config == "plain" && r.launch != 0)
+    );
+}

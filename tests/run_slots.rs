@@ -787,3 +787,72 @@ fn merge_refuses_mismatched_profiles_and_overlapping_launches() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
 }
+
+/// Two slots on a machine where plain never ran (the root's plain launch is recorded on another
+/// machine): one anchor for the machine, not one per slot, at the head of a slot's queue, so it
+/// runs while the other slot runs its first launch.
+#[test]
+fn one_anchor_per_machine_whatever_the_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let port = free_port();
+    let p = profile(tmp.path(), port, &[SHORT]);
+    let a_only = ["--skip-stage", "3", "--skip-stage", "4"];
+    let o = run(&p, &out, &[&["--configs", "plain"][..], &a_only].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (plain0, mut rc) = runs(&out).pop().unwrap();
+    rc.placement.as_mut().unwrap().machine_id = Some("another-machine".into());
+    std::fs::write(plain0.join("config.json"), serde_json::to_vec(&rc).unwrap()).unwrap();
+    let mut s = summary(&plain0);
+    for pl in s.placement.values_mut() {
+        pl.machine_id = Some("another-machine".into());
+    }
+    std::fs::write(plain0.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
+
+    let o = run(
+        &p,
+        &out,
+        &[
+            &[
+                "--gpus",
+                "0,1",
+                "--configs",
+                "plain,noop_connector,mooncake_both",
+            ][..],
+            &a_only,
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert_eq!(e.matches("anchor for this machine").count(), 1, "{e}");
+    let rows: Vec<ManifestRow> = manifest(&out)
+        .into_iter()
+        .filter(|r| r.stage == "1 Phase A" && r.placement.as_ref().unwrap().slots == 2)
+        .collect();
+    let anchors: Vec<&ManifestRow> = rows
+        .iter()
+        .filter(|r| r.reason.as_deref().is_some_and(|s| s.contains("anchor")))
+        .collect();
+    assert_eq!(anchors.len(), 1, "{rows:?}");
+    assert_eq!(
+        (anchors[0].config.as_str(), anchors[0].launch),
+        ("plain", 1)
+    );
+    let slot = anchors[0].placement.as_ref().unwrap().slot;
+    // First on its slot, side by side with the other slot's first launch.
+    let on = |s: u32| -> Vec<&ManifestRow> {
+        rows.iter()
+            .filter(|r| r.placement.as_ref().unwrap().slot == s)
+            .collect()
+    };
+    assert_eq!(on(slot)[0].launch, 1);
+    assert_eq!(on(slot)[0].config, "plain");
+    assert!(overlap(span(anchors[0]), span(on(1 - slot)[0])));
+    assert_eq!(
+        rows.len(),
+        3,
+        "the anchor and the two new configs: {rows:?}"
+    );
+    check_launches_exact(&out, 10);
+}

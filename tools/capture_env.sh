@@ -4,11 +4,12 @@
 # Usage: tools/capture_env.sh OUT_FILE [PYTHON]
 #   PYTHON  the interpreter that runs vLLM (default: $CTAX_PYTHON, else the one behind $CTAX_VLLM,
 #           else python3). Its environment (including PYTHONPATH, e.g. /tmp/site) is described.
-# Sections: date, host, uname, python, vLLM version + git SHA (vllm/_version.py, read without
-# importing vLLM), torch + CUDA (+cuDNN), GPUs (nvidia-smi -L, driver) or "no GPU", CPU model
-# (lscpu), CPU governor(s) or "unavailable", connector packages (mooncake-transfer-engine*, nixl*,
-# lmcache, or "not installed"), the step-timing plugin, selected environment variables, and the
-# full package list ("pip freeze"; read with importlib.metadata when pip is absent, e.g. uv venvs).
+# Sections: date, host (name, boot_id), uname, python, vLLM version + git SHA (vllm/_version.py,
+# read without importing vLLM), torch + CUDA (+cuDNN), GPUs (nvidia-smi -L, driver) or "no GPU",
+# CPU model (lscpu), CPU governor(s) or "unavailable", connector packages
+# (mooncake-transfer-engine*, nixl*, lmcache, or "not installed"), the step-timing plugin, selected
+# environment variables, and the full package list ("pip freeze"; read with importlib.metadata
+# when pip is absent, e.g. uv venvs).
 # Never fails because a fact is missing; exit 2 on usage errors only.
 set -uo pipefail
 
@@ -30,6 +31,11 @@ section() { printf '\n== %s\n' "$1"; }
   echo "local: $(date)"
   section host
   hostname 2>/dev/null || cat /etc/hostname 2>/dev/null || echo unknown
+  # This boot of this machine (a leased GPU machine is a new boot each time): the analysis
+  # compares a config with plain on the same machine (src/ingest/machine.rs). Left out when
+  # unreadable: a placeholder would make every such machine one.
+  boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
+  [[ -n $boot_id ]] && echo "boot_id: $boot_id"
   section uname
   uname -a
   section python

@@ -124,6 +124,8 @@ pub(crate) fn run(
     let mut row = ManifestRow {
         run_dir: Some(rc.run_dir.clone()),
         placement: Some(placement.clone()),
+        // An anchor says why it ran ([`finish`] keeps it beside the outcome's reason).
+        reason: unit.anchor.clone(),
         ..manifest::row(
             &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
             config,
@@ -276,7 +278,10 @@ fn finish(
     o: Outcome,
 ) -> anyhow::Result<Outcome> {
     row.status = status;
-    row.reason = reason;
+    row.reason = match (reason, row.reason.take()) {
+        (Some(r), Some(note)) => Some(format!("{r} ({note})")),
+        (r, note) => r.or(note),
+    };
     row.duration_s = t0.elapsed().as_secs_f64();
     manifest::append(&ctx.root, &row)?;
     Ok(o)

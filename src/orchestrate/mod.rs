@@ -10,16 +10,18 @@
 //! | 4 | plugin removal, analysis, report | [`stages::analyze_and_report`] |
 //!
 //! Files, one job each: [`plan`] (which launch runs where: order, shard, slot, calibration),
-//! [`slots`] (what a slot owns: GPU, ports, CPUs), [`runner`] (one thread per slot, blocks
-//! with barriers), [`launch`] (one launch), [`resume`] (what is left of a launch), [`merge`]
-//! (`ctax merge`: shards' roots into one).
+//! [`anchor`] (a plain launch on every machine that runs a phase), [`slots`] (what a slot
+//! owns: GPU, ports, CPUs), [`runner`] (one thread per slot, blocks with barriers), [`launch`]
+//! (one launch), [`resume`] (what is left of a launch), [`merge`] (`ctax merge`: shards' roots
+//! into one).
 //!
 //! Resume: run again with the same `--out`. A launch whose cells are all complete is skipped;
 //! a launch with incomplete cells is relaunched in the same run directory and reruns only those
 //! cells (their old files move to `superseded/<stamp>/`).
 //!
-//! Length: ~550 lines, over the ~500 guideline on purpose: the stage driver `run` reads top to bottom as the seed's stages and barriers; the per-launch work lives in the files above.
+//! Length: ~560 lines, over the ~500 guideline on purpose: the stage driver `run` reads top to bottom as the seed's stages and barriers; the per-launch work lives in the files above.
 
+mod anchor;
 pub mod archive;
 mod http;
 mod launch;
@@ -286,10 +288,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 )
             })
             .collect();
-        let blocks = plan::stage_plan(&ctx.profile, &included, 1, shard, slots.len());
-        let res = runner::run_stage(&ctx, &slots, &blocks, "A", &|_: &Unit| cells.clone());
+        let cells_of = |_: &Unit| cells.clone();
+        let mut blocks = plan::stage_plan(&ctx.profile, &included, 1, shard, slots.len());
+        anchor::add(&ctx, &mut blocks, "A", &included, shard, &cells_of);
+        let res = runner::run_stage(&ctx, &slots, &blocks, "A", &cells_of);
         for (u, o) in &res.outcomes {
-            if *o == Outcome::Failed && !u.calibration {
+            // A failed calibration or anchor launch does not take plain, the baseline, out of
+            // Phase B.
+            if *o == Outcome::Failed && !u.calibration && u.anchor.is_none() {
                 failed.insert(u.config.clone());
             }
             worst = worse(worst, *o);
@@ -394,7 +400,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     }
                     cells
                 };
-                let blocks = plan::stage_plan(&ctx.profile, &configs, 3, shard, slots.len());
+                let mut blocks = plan::stage_plan(&ctx.profile, &configs, 3, shard, slots.len());
+                anchor::add(&ctx, &mut blocks, "B", &configs, shard, &cells_of);
                 let res = runner::run_stage(&ctx, &slots, &blocks, "B", &cells_of);
                 for (_, o) in &res.outcomes {
                     worst = worse(worst, *o);

@@ -37,6 +37,12 @@ impl Shard {
     pub(crate) fn is_whole(&self) -> bool {
         self.n == 1
     }
+
+    /// Whether this shard runs launch `k` of the config at position `rank` of the profile's
+    /// list: (k + rank) mod N = K − 1. Every index belongs to exactly one shard.
+    pub(crate) fn owns(&self, rank: u32, k: u32) -> bool {
+        (k + rank) % self.n == self.k - 1
+    }
 }
 
 impl std::fmt::Display for Shard {
@@ -73,6 +79,9 @@ pub(crate) struct Unit {
     pub launch: u32,
     pub slot: usize,
     pub calibration: bool,
+    /// A plain launch added so that this machine has one ([`super::anchor`]): why, for the
+    /// manifest row's reason.
+    pub anchor: Option<String>,
 }
 
 /// Launches that run side by side, one queue per slot; the next block starts when every queue
@@ -116,7 +125,7 @@ pub(crate) fn stage_plan(
 ) -> Vec<Block> {
     let slots = slots.max(1);
     let rank = |c: &str| p.configs.iter().position(|x| x == c).unwrap_or(0) as u32;
-    let in_shard = |config: &str, k: u32| (k + rank(config)) % shard.n == shard.k - 1;
+    let in_shard = |config: &str, k: u32| shard.owns(rank(config), k);
     let calibrate =
         stage == 1 && p.slots.plain_on_every_slot && slots > 1 && run.iter().any(|c| c == "plain");
     // The calibration round: plain's first `slots` launches of this shard, one per slot.
@@ -141,6 +150,7 @@ pub(crate) fn stage_plan(
                         launch: k,
                         slot: s,
                         calibration: true,
+                        anchor: None,
                     }]
                 })
                 .collect(),
@@ -162,6 +172,7 @@ pub(crate) fn stage_plan(
             launch: k,
             slot,
             calibration: false,
+            anchor: None,
         });
     }
     blocks.push(Block {

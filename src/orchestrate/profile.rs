@@ -39,6 +39,12 @@ pub(crate) struct Profile {
     /// GPU slots on one host (`ctax run --gpus` overrides `slots.gpus`).
     #[serde(default)]
     pub slots: Slots,
+    /// Every machine that runs a non-plain launch of a phase also runs a plain launch of that
+    /// phase (an *anchor*, added first when neither the root nor the plan has one here): machines
+    /// differ by more than launches do, and the analysis compares a config with plain on the
+    /// same machine ([`super::anchor`]).
+    #[serde(default = "yes")]
+    pub plain_on_every_machine: bool,
 }
 
 fn one() -> u32 {

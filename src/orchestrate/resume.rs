@@ -22,20 +22,35 @@ pub(crate) enum Todo {
     Resume(PathBuf, Vec<PlannedCell>),
 }
 
-/// The existing run directory of (config, launch, stage) in `root`, if any.
-fn find_run(root: &Path, config: &str, launch: u32, stage: &str) -> Option<(PathBuf, RunConfig)> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
-        .ok()?
+/// Every run directory of `root` (a directory with a readable `config.json`), sorted by name.
+pub(crate) fn runs(root: &Path) -> Vec<(PathBuf, RunConfig)> {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    dirs.into_iter().find_map(|d| {
-        let rc: RunConfig =
-            serde_json::from_slice(&std::fs::read(d.join("config.json")).ok()?).ok()?;
-        (rc.config == config && rc.launch == launch && run_stage(&rc) == stage).then_some((d, rc))
-    })
+    dirs.into_iter()
+        .filter_map(|d| {
+            let rc: RunConfig =
+                serde_json::from_slice(&std::fs::read(d.join("config.json")).ok()?).ok()?;
+            Some((d, rc))
+        })
+        .collect()
+}
+
+/// The run directory of (config, launch, stage) among `runs` (the first by name), if any.
+fn find_run<'a>(
+    runs: &'a [(PathBuf, RunConfig)],
+    config: &str,
+    launch: u32,
+    stage: &str,
+) -> Option<&'a (PathBuf, RunConfig)> {
+    runs.iter()
+        .find(|(_, rc)| rc.config == config && rc.launch == launch && run_stage(rc) == stage)
 }
 
 /// The stage (`A` or `B`) a run directory was made for.
@@ -69,9 +84,22 @@ pub(crate) fn todo(
     cells: &[PlannedCell],
     rerun_capped: bool,
 ) -> Todo {
-    let Some((dir, _)) = find_run(root, config, launch, stage) else {
+    todo_in(&runs(root), config, launch, stage, cells, rerun_capped)
+}
+
+/// [`todo`] over run directories already listed with [`runs`] (one listing for many launches).
+pub(crate) fn todo_in(
+    runs: &[(PathBuf, RunConfig)],
+    config: &str,
+    launch: u32,
+    stage: &str,
+    cells: &[PlannedCell],
+    rerun_capped: bool,
+) -> Todo {
+    let Some((dir, _)) = find_run(runs, config, launch, stage) else {
         return Todo::Fresh(cells.to_vec());
     };
+    let dir = dir.clone();
     let summary = read_summary(&dir);
     let health = |c: &PlannedCell| summary.cells.get(&key(c));
     let kept =

@@ -87,8 +87,18 @@ impl Slot {
             host: std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .ok()
                 .map(|s| s.trim().to_owned()),
+            machine_id: machine_id(),
         }
     }
+}
+
+/// This machine's identity for the analysis' machine blocks: the kernel's boot id (one boot of
+/// one machine; a leased GPU machine is a new boot each time). `None` where it cannot be read.
+pub(crate) fn machine_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
 }
 
 /// Inputs that do not come from the profile.

@@ -595,6 +595,13 @@ pub struct Placement {
     /// Host name.
     #[serde(default)]
     pub host: Option<String>,
+    /// The machine the launch ran on, as one boot of it: `/proc/sys/kernel/random/boot_id`
+    /// when the launch started. Launches with the same id ran on the same machine in the same
+    /// boot; taxes compare a config with plain on the same machine (machines differ by more
+    /// than launches do: DESIGN.md §4.3). `None` in runs made before it was recorded (the
+    /// analysis then reads the machine from env.txt's GPU UUIDs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_id: Option<String>,
 }
 
 impl RunSummary {
@@ -938,6 +945,7 @@ mod tests {
             shard: Some("1/2".into()),
             calibration: true,
             host: Some("h".into()),
+            machine_id: Some("0f1e2d3c-boot".into()),
         };
         let rc2 = RunConfig {
             placement: Some(p.clone()),

@@ -1,0 +1,337 @@
+//! Plain on every machine (`plain_on_every_machine`, default on): a machine that runs a
+//! non-plain launch of a stage also runs a plain launch of that stage.
+//!
+//! Why: every GPU session is a different (leased) machine, and on the H200 TTFT p90 at the same
+//! load differed by ~20–27% between machines while launches of one config on one machine
+//! differed by ~5%. The analysis therefore compares each config with plain launches **on the
+//! same machine** (`placement.machine_id`, the kernel's boot id), and a config measured on a
+//! machine where plain never ran gives no tax.
+//!
+//! The rule, per stage (Phase A; Phase B, whose launches also carry B'): when this invocation
+//! will run a non-plain launch of the stage, the results root holds no plain launch of the stage
+//! recorded on this machine (a launch without a `machine_id` counts as another machine), and
+//! the plan runs no plain launch of the stage here (a calibration round is one), one plain launch
+//! is added: the **anchor**. It runs first (at the head of the least busy slot's queue of the
+//! stage's launches), so an interrupted stretch still has it.
+//!
+//! Its index ([`index`]): the smallest k ≥ the launch count that this shard owns by the plan's
+//! rule ((k + rank(plain)) mod N = K − 1) and that no plain launch of the stage uses in the
+//! root or the plan. Another shard never plans or anchors an index it does not own, so the
+//! shards' roots never hold the same launch (`ctax merge` refuses overlaps). A later run with a
+//! larger `--launches` that reaches an anchor's index finds it done and counts it as that launch.
+//!
+//! Resume: the anchor is an ordinary plain launch recorded on this machine, so running again
+//! here adds no second one; an incomplete plain launch of this machine that the plan does not
+//! hold (an interrupted anchor) is resumed first, like any launch.
+
+use std::collections::BTreeSet;
+
+use ctax_schema::{PlannedCell, RunConfig};
+
+use super::Ctx;
+use super::plan::{Block, Shard, Unit};
+use super::resume::{self, Todo};
+
+/// A plain launch of the stage already in the results root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub launch: u32,
+    /// Recorded on this machine (its `placement.machine_id` is ours).
+    pub here: bool,
+    /// Every planned cell complete (or kept as capped).
+    pub done: bool,
+}
+
+/// What the stage's plan does, as far as the rule cares.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Planned {
+    /// Indices of the plan's plain launches (whatever their state).
+    pub plain: BTreeSet<u32>,
+    /// A plain launch of the plan has cells left: it runs here.
+    pub plain_runs: bool,
+    /// A non-plain launch of the plan has cells left.
+    pub other_runs: bool,
+}
+
+/// What to put at the head of the stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Anchor {
+    /// A new plain launch with this index.
+    New(u32),
+    /// This machine's incomplete plain launch that the plan does not hold (an interrupted
+    /// anchor): resumed.
+    Resume(u32),
+}
+
+/// The anchor launch index of `shard`: the smallest k ≥ `launches` that the shard owns and that
+/// `used` (the stage's plain indices in the root and the plan) does not hold.
+pub(crate) fn index(shard: Shard, plain_rank: u32, launches: u32, used: &BTreeSet<u32>) -> u32 {
+    (launches..)
+        .find(|&k| shard.owns(plain_rank, k) && !used.contains(&k))
+        .expect("an unused index below u32::MAX")
+}
+
+/// The rule (module docs) on what the root holds and what the plan does.
+pub(crate) fn decide(
+    found: &[Found],
+    planned: &Planned,
+    shard: Shard,
+    plain_rank: u32,
+    launches: u32,
+) -> Vec<Anchor> {
+    let mut out: Vec<Anchor> = found
+        .iter()
+        .filter(|f| f.here && !f.done && !planned.plain.contains(&f.launch))
+        .map(|f| Anchor::Resume(f.launch))
+        .collect();
+    if planned.other_runs && !planned.plain_runs && !found.iter().any(|f| f.here) {
+        let used: BTreeSet<u32> = found
+            .iter()
+            .map(|f| f.launch)
+            .chain(planned.plain.iter().copied())
+            .collect();
+        out.push(Anchor::New(index(shard, plain_rank, launches, &used)));
+    }
+    out
+}
+
+/// The first 8 characters of a boot id, for messages (the analysis names machines the same way).
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+/// Adds the anchor(s) of stage `stage` (`A` or `B`) to `blocks` (its plan over `configs`) when
+/// the profile's `plain_on_every_machine` is on, and says so on stderr.
+pub(crate) fn add(
+    ctx: &Ctx,
+    blocks: &mut [Block],
+    stage: &str,
+    configs: &[String],
+    shard: Shard,
+    cells: &(dyn Fn(&Unit) -> Vec<PlannedCell> + Sync),
+) {
+    if !ctx.profile.plain_on_every_machine || !configs.iter().any(|c| c == "plain") {
+        return;
+    }
+    let Some(machine) = super::slots::machine_id() else {
+        eprintln!(
+            "[ctax] warning: no boot id (/proc/sys/kernel/random/boot_id): plain_on_every_machine \
+             cannot tell machines apart, no plain anchor added for stage {stage}"
+        );
+        return;
+    };
+    let runs = resume::runs(&ctx.root);
+    let left = |u: &Unit| {
+        !matches!(
+            resume::todo_in(
+                &runs,
+                &u.config,
+                u.launch,
+                stage,
+                &cells(u),
+                ctx.rerun_capped
+            ),
+            Todo::Done { .. }
+        )
+    };
+    let plain_unit = |launch: u32| Unit {
+        config: "plain".into(),
+        launch,
+        slot: 0,
+        calibration: false,
+        anchor: None,
+    };
+    let found: Vec<Found> = runs
+        .iter()
+        .filter(|(_, rc)| rc.config == "plain" && resume::run_stage(rc) == stage)
+        .map(|(_, rc)| Found {
+            launch: rc.launch,
+            here: on_machine(rc, &machine),
+            done: !left(&plain_unit(rc.launch)),
+        })
+        .collect();
+    let mut planned = Planned::default();
+    for u in blocks.iter().flat_map(|b| b.units()) {
+        if u.config == "plain" {
+            planned.plain.insert(u.launch);
+            planned.plain_runs = planned.plain_runs || left(u);
+        } else if !planned.other_runs {
+            planned.other_runs = left(u);
+        }
+    }
+    let rank = ctx
+        .profile
+        .configs
+        .iter()
+        .position(|c| c == "plain")
+        .unwrap_or(0) as u32;
+    let anchors = decide(&found, &planned, shard, rank, ctx.profile.launches);
+    let Some(block) = blocks.last_mut() else {
+        return;
+    };
+    let phase = format!("Phase {stage}");
+    let boot = short(&machine);
+    // At the head of the queue with the fewest launches left: the stage gets no longer than it
+    // must, and the anchor starts with the stage's first launches.
+    for a in anchors.into_iter().rev() {
+        let (launch, note) = match a {
+            Anchor::New(k) => (
+                k,
+                format!(
+                    "anchor for this machine (boot {boot}): no plain launch of {phase} ran here yet"
+                ),
+            ),
+            Anchor::Resume(k) => (
+                k,
+                format!(
+                    "anchor for this machine (boot {boot}): its incomplete plain launch, resumed"
+                ),
+            ),
+        };
+        let slot = (0..block.queues.len())
+            .min_by_key(|&s| block.queues[s].iter().filter(|u| left(u)).count())
+            .unwrap_or(0);
+        eprintln!("[ctax] plain l{launch} stage {stage}: {note}");
+        block.queues[slot].insert(
+            0,
+            Unit {
+                slot,
+                anchor: Some(note),
+                ..plain_unit(launch)
+            },
+        );
+    }
+}
+
+/// Whether `rc` was recorded on the machine with boot id `machine` (no recorded id: another).
+fn on_machine(rc: &RunConfig, machine: &str) -> bool {
+    rc.placement
+        .as_ref()
+        .and_then(|p| p.machine_id.as_deref())
+        .is_some_and(|id| id.trim() == machine.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HERE: bool = true;
+    const ELSEWHERE: bool = false;
+    const DONE: bool = true;
+    const LEFT: bool = false;
+
+    fn planned(plain: &[u32], plain_runs: bool, other_runs: bool) -> Planned {
+        Planned {
+            plain: plain.iter().copied().collect(),
+            plain_runs,
+            other_runs,
+        }
+    }
+
+    /// [`decide`] unsharded, on the root's plain launches given as (index, where, state).
+    fn d(found: &[(u32, bool, bool)], plan: &Planned, launches: u32) -> Vec<Anchor> {
+        let found: Vec<Found> = found
+            .iter()
+            .map(|&(launch, here, done)| Found { launch, here, done })
+            .collect();
+        decide(&found, plan, Shard::WHOLE, 0, launches)
+    }
+
+    #[test]
+    fn an_anchor_only_where_plain_never_ran_on_this_machine() {
+        // plain l0 ran elsewhere, noop runs here, the plan's plain l0 is done: anchor l1.
+        let plan = planned(&[0], false, true);
+        assert_eq!(d(&[(0, ELSEWHERE, DONE)], &plan, 1), vec![Anchor::New(1)]);
+        // plain ran here (done or not): none.
+        assert!(d(&[(0, HERE, DONE)], &plan, 1).is_empty());
+        assert!(d(&[(0, HERE, LEFT)], &plan, 1).is_empty());
+        // The plan runs a plain launch here (e.g. the calibration round): none.
+        let calibrating = planned(&[0, 1], true, true);
+        assert!(d(&[(0, ELSEWHERE, DONE)], &calibrating, 2).is_empty());
+        // Nothing non-plain runs: none.
+        let plain_only = planned(&[0], false, false);
+        assert!(d(&[(0, ELSEWHERE, DONE)], &plain_only, 1).is_empty());
+        // Earlier anchors elsewhere (l1, l2) keep their indices; an empty root gets one too.
+        let root = [
+            (0, ELSEWHERE, DONE),
+            (1, ELSEWHERE, DONE),
+            (2, ELSEWHERE, LEFT),
+        ];
+        assert_eq!(d(&root, &plan, 1), vec![Anchor::New(3)]);
+        assert_eq!(d(&[], &planned(&[], false, true), 2), vec![Anchor::New(2)]);
+    }
+
+    #[test]
+    fn an_interrupted_anchor_here_is_resumed_not_doubled() {
+        let plan = planned(&[0], false, true);
+        // l1 was this machine's anchor and was interrupted: resumed, no new one.
+        let root = [(0, ELSEWHERE, DONE), (1, HERE, LEFT)];
+        assert_eq!(d(&root, &plan, 1), vec![Anchor::Resume(1)]);
+        // Complete: nothing at all.
+        assert!(d(&[(0, ELSEWHERE, DONE), (1, HERE, DONE)], &plan, 1).is_empty());
+        // Another machine's interrupted anchor is not resumed here (it would mix machines in
+        // one launch): this machine gets its own.
+        let root = [(0, ELSEWHERE, DONE), (1, ELSEWHERE, LEFT)];
+        assert_eq!(d(&root, &plan, 1), vec![Anchor::New(2)]);
+        // An incomplete plain launch of the plan is resumed by the plan itself.
+        assert!(d(&[(0, HERE, LEFT)], &plan, 1).is_empty());
+    }
+
+    #[test]
+    fn a_launch_without_a_machine_id_ran_on_another_machine() {
+        // A config.json as an older ctax wrote it (no placement), then with placements.
+        let old: RunConfig = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "config": "plain", "launch": 0, "run_dir": "d",
+            "phases": ["A"], "cells": [], "model": "m", "served_model_name": "m", "port": 1
+        }))
+        .unwrap();
+        let rc = |id: Option<&str>| RunConfig {
+            placement: Some(ctax_schema::Placement {
+                machine_id: id.map(str::to_owned),
+                ..Default::default()
+            }),
+            ..old.clone()
+        };
+        assert!(on_machine(&rc(Some("ab-12\n")), "ab-12"));
+        assert!(!on_machine(&rc(Some("cd-34")), "ab-12"));
+        assert!(!on_machine(&rc(None), "ab-12"));
+        assert!(!on_machine(&old, "ab-12"));
+    }
+
+    #[test]
+    fn shards_never_pick_the_same_anchor_index() {
+        for n in 1..=5u32 {
+            for rank in 0..3u32 {
+                for launches in 1..=4u32 {
+                    // Every shard's regular plain indices, as the plan assigns them.
+                    let regular = |k: u32| -> BTreeSet<u32> {
+                        let s = Shard { k, n };
+                        (0..launches).filter(|&i| s.owns(rank, i)).collect()
+                    };
+                    let mut taken: BTreeSet<u32> = (0..launches).collect();
+                    for k in 1..=n {
+                        let s = Shard { k, n };
+                        // Three machines in a row, each adding an anchor to this shard's root.
+                        let mut used = regular(k);
+                        for _ in 0..3 {
+                            let a = index(s, rank, launches, &used);
+                            assert!(a >= launches, "above the launch count");
+                            assert!(s.owns(rank, a), "shard {s} owns its anchor {a}");
+                            assert!(
+                                taken.insert(a),
+                                "n={n} rank={rank} launches={launches}: {a} picked twice"
+                            );
+                            used.insert(a);
+                        }
+                    }
+                }
+            }
+        }
+        // Unsharded: the next index above the launch count that is free.
+        let used: BTreeSet<u32> = [0, 1, 2, 4].into_iter().collect();
+        assert_eq!(index(Shard::WHOLE, 0, 2, &used), 3);
+        // Shard 2/3 of plain (rank 0) owns 1, 4, 7, …
+        assert_eq!(index(Shard { k: 2, n: 3 }, 0, 2, &BTreeSet::new()), 4);
+        assert_eq!(index(Shard { k: 2, n: 3 }, 0, 2, &[4].into()), 7);
+    }
+}
