@@ -97,6 +97,13 @@ pub enum Cmd {
         /// Only these launch counts (comma-separated; default every row of the grid).
         #[arg(long, value_delimiter = ',')]
         launches: Vec<u32>,
+        /// Machines the launches run on: launch l of every config on machine l % N (every
+        /// config meets plain on every machine), each with a lognormal level of sd
+        /// `--machine-sd` (DESIGN.md §4.3 "Machines"); 0 or 1: one machine.
+        #[arg(long, default_value_t = 0)]
+        machines: u32,
+        #[arg(long, default_value_t = 0.15)]
+        machine_sd: f64,
     },
     /// Compare ctax-collect with `vllm bench serve` (the output of tools/instrument_check.sh):
     /// writes DIR/instrument_check.{md,json} and prints the table.

@@ -116,13 +116,20 @@ fn run() -> anyhow::Result<ExitCode> {
             true_tax,
             null_configs,
             launches,
+            machines,
+            machine_sd,
         } => {
             use connector_tax::noise_calibration as nc;
             let grid: Vec<nc::Setting> = nc::default_grid()
                 .into_iter()
                 .filter(|s| true_tax.is_none_or(|t| (s.true_tax - t).abs() < 1e-9))
                 .filter(|s| launches.is_empty() || launches.contains(&s.launches))
-                .map(|s| nc::Setting { null_configs, ..s })
+                .map(|s| nc::Setting {
+                    null_configs,
+                    machines,
+                    machine_sd,
+                    ..s
+                })
                 .collect();
             let out = nc::run(&grid, seeds, resamples)?;
             print!("{}", nc::markdown(&out));

@@ -28,6 +28,12 @@ pub struct Setting {
     /// Extra configs identical to plain (no tax, same launch noise) beside plain and
     /// mooncake_both: more configs in every pool and more for the own-noise screen to test.
     pub null_configs: u32,
+    /// Machines the launches run on (0 or 1: one machine): launch l of every config runs on
+    /// machine `l % machines`, so every config meets plain on every machine (the design
+    /// `ctax run` keeps with `plain_on_every_machine`), each machine with its own lognormal level
+    /// of sd `machine_sd`, drawn per seed (DESIGN.md §4.3 "Machines").
+    pub machines: u32,
+    pub machine_sd: f64,
 }
 
 /// How often a setting's tax was detected.
@@ -76,7 +82,20 @@ fn spec(s: &Setting, seed: u64) -> SynthSpec {
             .take(s.null_configs as usize)
             .map(|n| SynthConfig::new(n, 1.0, 1.0)),
     );
+    let machine_levels: Vec<f64> = if s.machines > 1 {
+        (0..s.machines)
+            .map(|m| (s.machine_sd * normal(seed, m)).exp())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if s.machines > 1 {
+        for c in &mut configs {
+            c.machines = (0..s.launches).map(|l| l % s.machines).collect();
+        }
+    }
     SynthSpec {
+        machine_levels,
         configs,
         launches: s.launches,
         phase_a_rates: vec![1.0, 2.0, 4.0],
@@ -91,6 +110,20 @@ fn spec(s: &Setting, seed: u64) -> SynthSpec {
     }
 }
 
+/// A standard normal draw for machine `m` of seed `seed` (Box–Muller on a stream of its own, so
+/// the requests and launches stay as without machines).
+fn normal(seed: u64, m: u32) -> f64 {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(crate::stats::stable_seed(
+        seed,
+        "machine-level",
+        f64::from(m),
+    ));
+    let u1: f64 = 1.0 - rng.random::<f64>();
+    let u2: f64 = rng.random::<f64>();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
 /// Runs one seed of a setting under `tmp` and returns the ref_safe TTFT tax's detection,
 /// whether its CI covers the truth, and whether the own-noise screen flagged any config.
 fn one(
@@ -100,8 +133,8 @@ fn one(
     tmp: &Path,
 ) -> anyhow::Result<(Detection, bool, bool)> {
     let root = tmp.join(format!(
-        "t{}_sd{}_l{}_r{}_n{}_s{seed}",
-        s.true_tax, s.launch_sd, s.launches, s.ar_rho, s.null_configs
+        "t{}_sd{}_l{}_r{}_n{}_m{}x{}_s{seed}",
+        s.true_tax, s.launch_sd, s.launches, s.ar_rho, s.null_configs, s.machines, s.machine_sd
     ));
     generate(&spec(s, seed), &root)?;
     let ds = crate::ingest::load(&root)?;
@@ -171,6 +204,8 @@ pub fn default_grid() -> Vec<Setting> {
                     launches,
                     ar_rho: 0.5,
                     null_configs: 0,
+                    machines: 0,
+                    machine_sd: 0.0,
                 });
             }
         }
@@ -181,11 +216,20 @@ pub fn default_grid() -> Vec<Setting> {
 /// Markdown table of outcomes.
 pub fn markdown(out: &[Outcome]) -> String {
     let mut s = String::from(
-        "| true TTFT tax | launch sd | configs | launches/config | seeds | detected (CI > 0) | rate | CI below 0 | CI covers truth | own-noise flags |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| true TTFT tax | launch sd | configs | machines (sd) | launches/config | seeds | detected (CI > 0) | rate | CI below 0 | CI covers truth | own-noise flags |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for o in out {
+        let machines = if o.setting.machines > 1 {
+            format!(
+                "{} ({:.0}%)",
+                o.setting.machines,
+                o.setting.machine_sd * 100.0
+            )
+        } else {
+            "1".to_owned()
+        };
         s.push_str(&format!(
-            "| {:.0}% | {:.0}% | {} | {} | {} | {} | {:.1}% | {} | {:.1}% | {} |\n",
+            "| {:.0}% | {:.0}% | {} | {machines} | {} | {} | {} | {:.1}% | {} | {:.1}% | {} |\n",
             o.setting.true_tax * 100.0,
             o.setting.launch_sd * 100.0,
             2 + o.setting.null_configs,

@@ -44,6 +44,9 @@ pub struct SynthConfig {
     /// LMCache's CPU-side store path did on the H200 (DESIGN.md §4.3). Drawn from its own
     /// seeded stream: the requests and the other configs stay as without it.
     pub launch_sigma_extra: f64,
+    /// The machine (index into the spec's `machine_levels`) each launch runs on, by launch
+    /// index; launches past the list (and every launch when it is empty) run on machine 0.
+    pub machines: Vec<u32>,
 }
 
 impl SynthConfig {
@@ -57,6 +60,7 @@ impl SynthConfig {
             callback_us: if name == "plain" { None } else { Some(0.0) },
             slow_launch: None,
             launch_sigma_extra: 0.0,
+            machines: Vec::new(),
         }
     }
 }
@@ -87,6 +91,12 @@ pub struct SynthSpec {
     /// queueing can make them near the knee (DESIGN.md §4.3). Drawn from its own seeded stream:
     /// the requests stay as without it.
     pub launch_sigma_at: Vec<(f64, f64)>,
+    /// Machines: the level (TTFT and TPOT factor) of each machine a launch can run on
+    /// ([`SynthConfig::machines`]), e.g. `[1.0, 0.8]` for a second machine 20% faster, as the
+    /// H200's GPU sessions differed (DESIGN.md §4.3 "Machines"). Empty: one machine, and no
+    /// machine is recorded (the runs carry no placement, as before machines existed); else every
+    /// run records `placement.machine_id` = `synth-machine-<m>`.
+    pub machine_levels: Vec<f64>,
     /// AR(1) coefficient of the per-request log-latency noise in send order (0 = independent):
     /// consecutive requests of a cell share part of their noise, as on a real server.
     pub ar_rho: f64,
@@ -119,6 +129,7 @@ impl Default for SynthSpec {
             sigma: 0.25,
             launch_sigma: 0.0,
             launch_sigma_at: Vec::new(),
+            machine_levels: Vec::new(),
             ar_rho: 0.0,
             arrival: Arrival::Fixed,
             max_events: Some(64),
@@ -215,6 +226,12 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
             {
                 level *= factor;
             }
+            let machine = cfg.machines.get(launch as usize).copied().unwrap_or(0);
+            level *= spec
+                .machine_levels
+                .get(machine as usize)
+                .copied()
+                .unwrap_or(1.0);
             if cfg.launch_sigma_extra > 0.0 {
                 let key = format!("config-level|{}|l{launch}", cfg.name);
                 let mut own = Xoshiro256PlusPlus::seed_from_u64(crate::stats::stable_seed(
@@ -250,7 +267,12 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
                     },
                 )
             }));
-            write_run(spec, cfg, launch, level, &cells, &dir, &mut rng)?;
+            let placement = (!spec.machine_levels.is_empty()).then(|| ctax_schema::Placement {
+                slots: 1,
+                machine_id: Some(format!("synth-machine-{machine}")),
+                ..Default::default()
+            });
+            write_run(spec, cfg, launch, level, placement, &cells, &dir, &mut rng)?;
             dirs.push(dir);
         }
     }
@@ -269,11 +291,13 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(dirs)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_run(
     spec: &SynthSpec,
     cfg: &SynthConfig,
     launch: u32,
     level: f64,
+    placement: Option<ctax_schema::Placement>,
     cells: &[(Phase, Cell)],
     dir: &Path,
     rng: &mut Xoshiro256PlusPlus,
@@ -314,7 +338,7 @@ fn write_run(
         port: 0,
         extra: serde_json::json!({"generator": "connector_tax::synth", "ttft_mult": cfg.ttft_mult, "tpot_mult": cfg.tpot_mult}),
         simulated: true,
-        placement: None,
+        placement,
     };
     crate::fsutil::write_json_atomic(&dir.join("config.json"), &rc)?;
     for (f, body) in [

@@ -850,3 +850,78 @@ fn per_launch_rows_follow_the_pooled_cell() {
         }
     }
 }
+
+/// Launches on three machines (the second 25% faster, the third 10%): plain on machines 0, 1,
+/// 1, mooncake_both (a 20% TTFT tax) on 1, 2, 1, so its launch on machine 2 has no plain beside
+/// it; Phase B repeats the ref_safe cell (4096/256 at 2 req/s). The Machines table lists every
+/// machine and which lack plain, the Launches column names the launch left out, a warning says
+/// so, and the same-cell table shows both phases' taxes.
+#[test]
+fn machines_and_the_same_cell_are_reported() {
+    use connector_tax::synth::{SynthConfig, SynthSpec, generate};
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SynthSpec {
+        configs: vec![
+            SynthConfig {
+                machines: vec![0, 1, 1],
+                ..SynthConfig::new("plain", 1.0, 1.0)
+            },
+            SynthConfig {
+                machines: vec![1, 2, 1],
+                ..SynthConfig::new("mooncake_both", 1.2, 1.0)
+            },
+        ],
+        launches: 3,
+        machine_levels: vec![1.0, 0.75, 0.9],
+        phase_a_rates: vec![1.0, 2.0],
+        phase_b_shapes: vec![(4096, 256)],
+        phase_b_rate: 2.0,
+        requests_per_cell: 200,
+        launch_sigma: 0.03,
+        ..Default::default()
+    };
+    generate(&spec, tmp.path()).unwrap();
+    let ds = connector_tax::ingest::load(tmp.path()).unwrap();
+    let (analysis, verdicts) = connector_tax::pipeline::evaluate(
+        &ds,
+        &connector_tax::analysis::AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(analysis.summary.reference_rates.ref_safe, Some(2.0));
+    let out = render(&Fixture { analysis, verdicts });
+    let md = out.md();
+    assert!(md.contains("### Machines"), "no Machines section");
+    assert!(
+        md.contains(
+            "| boot synth-machine-2 | A: mooncake_both l1; B: mooncake_both l1 | no: Phase A, B |"
+        ),
+        "machine 2 row:\n{}",
+        md.lines()
+            .filter(|l| l.contains("synth-machine"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(md.contains("| boot synth-machine-1 |") && md.contains("| yes |"));
+    assert!(
+        md.contains("| mooncake_both | 3; l1 left out (no plain launch on its machine) |"),
+        "Launches column"
+    );
+    assert!(
+        md.contains("mooncake_both: Phase A launch l1 ran on a machine without a plain launch")
+    );
+    // One F-test row per cell and metric with machines to compare.
+    let effects: Vec<&str> = md.lines().filter(|l| l.starts_with("| A ")).collect();
+    assert!(
+        md.contains("| A 2 req/s, 4096/256 | TTFT p90 | 3 | 6 |"),
+        "F-test rows:\n{}",
+        effects.join("\n")
+    );
+    assert!(md.contains("### The same cell in both phases"));
+    assert!(md.contains("| mooncake_both | 2 req/s, 4096/256 | TTFT p90 |"));
+    let html = out.html();
+    assert!(html.contains("id=\"taxes-machines\"") && html.contains("href=\"#taxes-machines\""));
+    assert!(html.contains("id=\"taxes-same-cell\""));
+}

@@ -177,6 +177,7 @@ fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellSt
                 })
             })
             .collect(),
+        machine: launch.and_then(|_| launches.first().map(|l| l.machine.clone())),
     }
 }
 
@@ -192,6 +193,7 @@ pub(crate) fn all_cell_stats(
             let per_launch: Vec<CellStats> = if cs.launches.len() == 1 {
                 let mut one = pooled.clone();
                 one.launch = Some(cs.launches[0].launch);
+                one.machine = Some(cs.launches[0].machine.clone());
                 vec![one]
             } else {
                 cs.launches

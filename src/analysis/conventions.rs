@@ -27,8 +27,13 @@ pub(crate) fn conventions(b: &BootstrapConfig) -> Conventions {
         ci_method: format!(
             "{:.0}% percentile bootstrap, {} resamples, seed {}; {method}; a config with several launches is \
              resampled hierarchically (launches with replacement, then requests within each launch), so CIs \
-             include launch-to-launch variation (per-cell CIs). Tax CIs (and every verdict) carry the \
-             launch-to-launch variance instead: {}. Taxes resample the config and plain independently. ITL CIs \
+             include launch-to-launch variation (per-cell CIs). Taxes compare a config with plain on the same \
+             machine: on each machine both ran on, the mean of the config's per-launch log estimates minus \
+             plain's, weighted over the machines by k_X k_plain / (k_X + k_plain); launches on a machine \
+             without plain are left out, and a config that shared no machine with plain has no tax. Tax CIs \
+             (and every verdict) carry the launch-to-launch variance instead of the request-level one: {}; \
+             each launch's replicates draw their own normal deviates, the same for plain's launches in every \
+             tax. ITL CIs \
              treat gaps as independent (narrower than a request-level bootstrap); no verdict uses ITL.",
             b.confidence * 100.0,
             b.resamples,

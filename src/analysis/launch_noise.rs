@@ -1,39 +1,46 @@
 //! Launch-to-launch noise in every tax CI (DESIGN.md §4.3): the per-launch variance of each tax
-//! metric pooled over the configs, estimated from every (config, cell) with ≥ 2 launches where
-//! the config is not saturated — per cell where the cell's launches give enough contrasts, else
-//! over every cell — and applied to every config, also those measured once.
+//! metric, estimated from every (config, cell) where the config is not saturated — per cell where
+//! the cell's launches give enough degrees of freedom, else over every cell — and applied to
+//! every config, also those measured once.
 //!
-//! Degrees of freedom: a launch's level is shared by every cell it ran, so the df are the
-//! independent launch contrasts, Σ over configs of (launches − 1), not the per-cell count (with
-//! per-cell df, 2 configs × 3 cells × 2 launches claimed df 6 for 2 independent contrasts, and a
-//! 0% tax was detected in 17/200 simulated datasets instead of ≤ 10).
+//! **Machines** (DESIGN.md §4.3 "Machines"): launches on different machines differ by more than
+//! launches on one machine (on the H200 ~20% in TTFT p90 between GPU sessions against ~5% within
+//! one), and taxes compare launches on the same machine ([`super::taxes`]). So the noise is what
+//! an additive model `log y = config + machine + e` leaves ([`additive_residual`]): the spread of
+//! one config's launches on one machine, plus any config whose difference from another changes
+//! between machines (where the design can see it); machine levels shared by every config are not
+//! noise. On one machine this is the one-way ANOVA within configs it was before machines.
 //!
-//! A statistic pooled over k launches gets replicates `est · exp(√v_b · z_b)` with
-//! `v_b = max(σ²_b / k, v_req)`: `σ²_b = σ̂²_L · df / χ²_df` drawn once per replicate index and
-//! shared by every statistic of the metric (so a tax, a difference of taxes or a ratio is
-//! t-calibrated with df degrees of freedom, [`crate::stats::launch_noise`]), and `v_req` the
-//! variance of the log request-level bootstrap replicates of that statistic — a floor, so a cell
-//! with fewer requests than those the launch noise was pooled from never gets a narrower CI than
-//! its own requests allow.
+//! Degrees of freedom: n − rank of the design in a cell; a launch's level is shared by every
+//! cell it ran, so the pool over cells has at most the independent launch contrasts of the
+//! config + machine design, per phase (with per-cell df, 2 configs × 3 cells × 2 launches claimed
+//! df 6 for 2 independent contrasts, and a 0% tax was detected in 17/200 simulated datasets
+//! instead of ≤ 10).
+//!
+//! A launch's estimate gets replicates `est · exp(√v_b · z_b)` with `v_b = max(σ²_b, v_req)`:
+//! `σ²_b = σ̂²_L · df / χ²_df` drawn once per replicate index and shared by every statistic of
+//! the metric (so a tax, a difference of taxes or a ratio is t-calibrated with df degrees of
+//! freedom, [`crate::stats::launch_noise`]), and `v_req` the variance of the log request-level
+//! bootstrap replicates of that launch's statistic — a floor, so a launch with fewer requests than
+//! those the noise was estimated from never gets a narrower CI than its own requests allow. (A
+//! statistic pooled over k launches, the connector-callback time, gets `max(σ²_b / k, v_req)`.)
 //!
 //! The noise is estimated per cell as well: a cell's own variance is valid whether or not the
 //! launch noise depends on the load, one pooled over the rates only if it does not, and queueing
-//! amplifies a launch's speed near the knee. On the H200 TTFT p90 spread ±11% per launch at
-//! 2 req/s, ±9% at 4 and ±31% at 6 req/s (df 7 each; the last mostly one slow launch, ±15%
-//! without it: DESIGN.md §4.3 says how weak that evidence is). A statistic of a cell whose
-//! launches give at least [`MIN_CELL_DF`] independent contrasts (Σ over configs of launches − 1 in
-//! that cell) carries that cell's own variance, with its own df and its own draws (shared by
-//! every statistic of the metric in that cell, so a tax is t-calibrated there); every other cell
-//! (e.g. Phase B measured once) carries the variance pooled over all cells, as before.
+//! amplifies a launch's speed near the knee. A statistic of a cell whose launches give at least
+//! [`MIN_CELL_DF`] degrees of freedom carries that cell's own variance, with its own df and its
+//! own draws (shared by every statistic of the metric in that cell, so a tax is t-calibrated
+//! there); every other cell (e.g. Phase B) carries the variance pooled over all cells.
 //!
 //! Configs need not share one noise level: on the H200 the LMCache configs' TPOT p90 moved
 //! 10–23% between launches where every other config moved ~1–2% (their CPU-side store path runs
 //! every step), and a pool over all configs spread that over every config's CI (±1.1% → ±5.6% at
 //! 2 req/s). Before pooling, a screen ([`noisier_groups`], one-sided F-tests of each config's own
-//! variance against the rest's pool, Holm-adjusted, at [`OWN_NOISE_ALPHA`]) picks the configs
-//! whose launches spread significantly more; each carries its own variance and df ([`OwnNoise`],
-//! its own χ² draws: with two launches a t₁ interval), in a cell or over every cell, and the
-//! pools leave it out. A config measured once cannot be screened and carries the pool.
+//! variance — its launches alone, within machines — against the rest's pool, Holm-adjusted, at
+//! [`OWN_NOISE_ALPHA`]) picks the configs whose launches spread significantly more; each carries
+//! its own variance and df ([`OwnNoise`], its own χ² draws: with two launches a t₁ interval), in
+//! a cell or over every cell, and the pools leave it out. A config measured once cannot be
+//! screened and carries the pool.
 //!
 //! When no (config, cell) has two launches the launch-to-launch variance is unknown: the
 //! replicates stay request-level, and every tax says so ([`Detection::NoLaunchNoise`]) instead of
@@ -45,8 +52,10 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{CellKey, CellStats, Detection};
 use super::taxes::Metric;
+use crate::ingest::machine::UNRECORDED;
 use crate::stats::launch_noise::{
-    PooledVariance, noisier_groups, pooled_variance, replicates, variance_draws,
+    LaunchObs, PooledVariance, additive_residual, launch_contrasts, noisier_groups, replicates,
+    residual_variance, variance_draws,
 };
 use ctax_schema::Phase;
 
@@ -283,23 +292,22 @@ impl NoiseModel {
             method: METHOD.into(),
         };
         for (m, name) in METRICS {
-            let groups: Vec<((&str, Phase), Vec<f64>)> = unsaturated
+            // Per (config, cell): the per-launch estimates with the machine each ran on.
+            // Machine levels shared by every config are not noise (taxes compare launches on
+            // the same machine): the noise is what an additive config + machine model leaves
+            // ([`additive_residual`]).
+            let obs: Vec<ConfigObs> = unsaturated
                 .iter()
                 .map(|key| {
                     (
                         (key.config.as_str(), key.phase),
-                        per_launch
-                            .iter()
-                            .filter(|c| c.launch.is_some() && &c.key == *key)
-                            .filter_map(|c| m.point(c))
-                            .collect(),
+                        observations(&per_launch, key, m),
                     )
                 })
                 .collect();
-            // Each cell alone first: one group per config, so its df are exactly the launch
-            // contrasts in that cell.
-            let mut by_cell: BTreeMap<String, Vec<(&str, &Vec<f64>)>> = BTreeMap::new();
-            for (key, (_, v)) in unsaturated.iter().zip(&groups) {
+            // Each cell alone first: its df are exactly the launch contrasts in that cell.
+            let mut by_cell: BTreeMap<String, Vec<(&str, &Vec<Obs>)>> = BTreeMap::new();
+            for (key, (_, v)) in unsaturated.iter().zip(&obs) {
                 by_cell
                     .entry(cell_tag(key.phase, &key.cell))
                     .or_default()
@@ -309,34 +317,31 @@ impl NoiseModel {
             // cell leaves them out too.
             let mut loud_in_cell: Vec<(String, String)> = Vec::new();
             for (tag, members) in by_cell {
-                let values: Vec<Vec<f64>> = members.iter().map(|(_, v)| (*v).clone()).collect();
-                // Whether the cell carries its own noise reads the launch counts alone.
-                if pooled_variance(&values).is_none_or(|pv| pv.df < MIN_CELL_DF) {
+                let of_configs = |keep: &dyn Fn(&str) -> bool| {
+                    residual_variance(&rows(
+                        members.iter().filter(|(c, _)| keep(c)).map(|(_, v)| *v),
+                    ))
+                };
+                // Whether the cell carries its own noise reads the launch counts (and machines)
+                // alone: the design's df do not depend on the values.
+                if of_configs(&|_| true).is_none_or(|pv| pv.df < MIN_CELL_DF) {
                     continue;
                 }
                 let own: Vec<(&str, PooledVariance)> = members
                     .iter()
-                    .filter_map(|(c, v)| pooled_variance(&[(*v).clone()]).map(|pv| (*c, pv)))
+                    .filter_map(|(c, v)| residual_variance(&rows([*v])).map(|pv| (*c, pv)))
                     .collect();
                 let pool_of_configs = |idx: &[usize]| {
                     let names: Vec<&str> = idx.iter().map(|&i| own[i].0).collect();
-                    let vals: Vec<Vec<f64>> = members
-                        .iter()
-                        .filter(|(c, _)| names.contains(c))
-                        .map(|(_, v)| (*v).clone())
-                        .collect();
-                    pooled_variance(&vals)
+                    of_configs(&|c| names.contains(&c))
                 };
                 let flagged = screen(&own, pool_of_configs, name, Some(&tag));
                 let loud: Vec<&str> = flagged.iter().map(|(o, _)| o.config.as_str()).collect();
-                let rest: Vec<Vec<f64>> = members
-                    .iter()
-                    .filter(|(c, _)| !loud.contains(c))
-                    .map(|(_, v)| (*v).clone())
-                    .collect();
                 // The configs the screen leaves keep the cell's pool while it has the contrasts
                 // a cell needs; else they carry the pool over every cell.
-                if let Some(pv) = pooled_variance(&rest).filter(|pv| pv.df >= MIN_CELL_DF) {
+                if let Some(pv) =
+                    of_configs(&|c| !loud.contains(&c)).filter(|pv| pv.df >= MIN_CELL_DF)
+                {
                     let draws = variance_draws(&pv, resamples, seed, &format!("{name}|{tag}"));
                     summary
                         .cells
@@ -355,41 +360,69 @@ impl NoiseModel {
                     summary.own.push(o);
                 }
             }
-            // Over every cell: the groups no cell's screen took, each config's own variance
-            // (its groups, df its launch contrasts), the screen, then the pool of the configs it
-            // leaves — the rest in each F-test is that same pool.
-            let kept: Vec<&((&str, Phase), Vec<f64>)> = unsaturated
+            // Over every cell: the (config, cell)s no cell's screen took, each config's own
+            // variance (its launches alone: within machines), the screen, then the pool of the
+            // configs it leaves — the rest in each F-test is that same pool.
+            let kept: Vec<(String, &ConfigObs)> = unsaturated
                 .iter()
-                .zip(&groups)
-                .filter(|(key, _)| {
-                    let tag = cell_tag(key.phase, &key.cell);
-                    !loud_in_cell
-                        .iter()
-                        .any(|(c, t)| c == &key.config && *t == tag)
+                .zip(&obs)
+                .map(|(key, g)| (cell_tag(key.phase, &key.cell), g))
+                .filter(|(tag, ((c, _), _))| {
+                    !loud_in_cell.iter().any(|(lc, lt)| lc == c && lt == tag)
                 })
-                .map(|(_, g)| g)
                 .collect();
-            let mut configs: Vec<&str> = kept.iter().map(|((c, _), _)| *c).collect();
+            let mut configs: Vec<&str> = kept.iter().map(|(_, ((c, _), _))| *c).collect();
             configs.sort();
             configs.dedup();
             let of = |keep: &dyn Fn(&str) -> bool| -> Option<PooledVariance> {
-                let mine: Vec<&((&str, Phase), Vec<f64>)> =
-                    kept.iter().copied().filter(|((c, _), _)| keep(c)).collect();
-                let values: Vec<Vec<f64>> = mine.iter().map(|g| g.1.clone()).collect();
-                let mut pv = pooled_variance(&values)?;
-                // A launch's level is shared by all its cells, so the cells of one config are
-                // not independent evidence about it: the degrees of freedom are the independent
-                // launch contrasts, Σ over (config, phase) of (launches − 1), when that is fewer
-                // (each phase launches its own servers).
-                let mut per_config: BTreeMap<(&str, Phase), u32> = BTreeMap::new();
-                for (c, v) in mine.iter().map(|g| (&g.0, &g.1)) {
-                    let k = v.len() as u32;
-                    let e = per_config.entry(*c).or_default();
-                    *e = (*e).max(k.saturating_sub(1));
+                let mine: Vec<&(String, &ConfigObs)> =
+                    kept.iter().filter(|(_, ((c, _), _))| keep(c)).collect();
+                // The residual of each cell's additive model, summed over the cells.
+                let mut cells: BTreeMap<&str, Vec<&Vec<Obs>>> = BTreeMap::new();
+                for (tag, (_, v)) in &mine {
+                    cells.entry(tag.as_str()).or_default().push(v);
                 }
-                let contrasts: u32 = per_config.values().sum();
-                pv.df = pv.df.min(contrasts.max(1));
-                Some(pv)
+                let (mut ss, mut df) = (0.0, 0u32);
+                let mut n_configs: Vec<&str> = Vec::new();
+                for groups in cells.values() {
+                    let r = rows(groups.iter().copied());
+                    let (s, d) = additive_residual(&r);
+                    ss += s;
+                    df += d;
+                    n_configs.extend(r.iter().map(|o| o.config));
+                }
+                if df == 0 {
+                    return None;
+                }
+                n_configs.sort();
+                n_configs.dedup();
+                // A launch's level is shared by all its cells, so the cells are not
+                // independent evidence about it: the degrees of freedom are the independent
+                // launch contrasts of the config + machine design, per phase (each phase
+                // launches its own servers), when that is fewer.
+                let mut launches: BTreeMap<Phase, Vec<(&str, &str, u32)>> = BTreeMap::new();
+                for (_, ((c, p), v)) in &mine {
+                    for o in v.iter() {
+                        launches
+                            .entry(*p)
+                            .or_default()
+                            .push((*c, o.machine.as_str(), o.launch));
+                    }
+                }
+                let contrasts: u32 = launches
+                    .into_values()
+                    .map(|mut l| {
+                        l.sort();
+                        l.dedup();
+                        let keys: Vec<(&str, &str)> = l.iter().map(|(c, m, _)| (*c, *m)).collect();
+                        launch_contrasts(&keys)
+                    })
+                    .sum();
+                Some(PooledVariance {
+                    var: ss / f64::from(df),
+                    df: df.min(contrasts.max(1)),
+                    groups: n_configs.len() as u32,
+                })
             };
             let own_all: Vec<(&str, PooledVariance)> = configs
                 .iter()
@@ -469,6 +502,47 @@ impl NoiseModel {
     }
 }
 
+/// One launch's estimate of a metric in one (config, cell), with the machine it ran on.
+#[derive(Debug, Clone)]
+struct Obs {
+    config: String,
+    machine: String,
+    launch: u32,
+    value: f64,
+}
+
+/// One (config, phase)'s estimates in one cell.
+type ConfigObs<'a> = ((&'a str, Phase), Vec<Obs>);
+
+/// The per-launch estimates of `m` in `key`'s cell.
+fn observations(per_launch: &[&CellStats], key: &CellKey, m: Metric) -> Vec<Obs> {
+    per_launch
+        .iter()
+        .filter(|c| &c.key == key)
+        .filter_map(|c| {
+            Some(Obs {
+                config: c.key.config.clone(),
+                machine: c.machine.clone().unwrap_or_else(|| UNRECORDED.to_owned()),
+                launch: c.launch?,
+                value: m.point(c)?,
+            })
+        })
+        .collect()
+}
+
+/// The rows of several (config, cell)s' estimates for [`additive_residual`].
+fn rows<'o>(groups: impl IntoIterator<Item = &'o Vec<Obs>>) -> Vec<LaunchObs<'o>> {
+    groups
+        .into_iter()
+        .flat_map(|g| g.iter())
+        .map(|o| LaunchObs {
+            config: o.config.as_str(),
+            machine: o.machine.as_str(),
+            value: o.value,
+        })
+        .collect()
+}
+
 /// The configs of `own` (each config's own variance in one scope) the screen gives their own
 /// noise, with the key that seeds their draws; `rest_of(indices)` is the pool of those configs
 /// as the summary reports it.
@@ -534,13 +608,14 @@ fn name(m: Metric) -> &'static str {
         .expect("every metric is listed")
 }
 
-pub(crate) const METHOD: &str = "launch-level random effect: per metric, the pooled within-config variance of log \
-     per-launch estimates (one-way ANOVA over the configs with >= 2 launches, unsaturated cells only, \
-     df = sum of launches - 1), applied to every config; estimated per cell where the cell's launches \
-     give >= 4 contrasts (launches can spread more near the knee), else pooled over every cell; a \
-     config whose launches spread more than the others' pool (one-sided F-test, Holm-adjusted, 1%) \
-     carries its own variance and df there and is left out of the pool; a \
-     statistic pooled over k launches gets replicates est * exp(sqrt(max(s2_b / k, v_req)) * z), \
-     s2_b = s2 * df / chi2_df drawn once per replicate and shared by every statistic of the metric \
-     in the cell (t-calibrated taxes), v_req the request-level bootstrap variance (a floor); with no \
-     cell at >= 2 launches no tax is called detected";
+pub(crate) const METHOD: &str = "launch-level random effect: per metric, the variance an additive \
+     config + machine model leaves in the log per-launch estimates (least squares over the configs' \
+     unsaturated cells: launches of one config on one machine, plus a config whose difference from \
+     another changes between machines; machine levels shared by every config are not noise), df = \
+     launches - rank, estimated per cell where that gives >= 4 df, else pooled over every cell with df \
+     capped at the independent launch contrasts; a config whose launches spread more than the others' \
+     pool (one-sided F-test, Holm-adjusted, 1%) carries its own variance and df there and is left out \
+     of the pool; a launch's estimate gets replicates est * exp(sqrt(max(s2_b, v_req)) * z), s2_b = s2 \
+     * df / chi2_df drawn once per replicate and shared by every statistic of the metric in the cell \
+     (t-calibrated taxes), v_req the launch's request-level bootstrap variance (a floor); with no cell \
+     at >= 2 launches no tax is called detected";

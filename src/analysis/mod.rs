@@ -8,6 +8,8 @@
 //! | when is a rate saturated? which are ref_safe / ref_load? | [`saturation`] |
 //! | what is a tax? | [`taxes`] |
 //! | do the GPUs of one host differ (plain vs plain)? | [`calibration`] |
+//! | which launches ran on which machine, and do the machines differ? | [`machines`] |
+//! | does the cell both phases measure give the same tax in both? | [`same_cell`] |
 //! | which conventions do the numbers follow? | [`conventions`] |
 //! | what do the output files contain? | [`model`] |
 
@@ -15,8 +17,10 @@ mod calibration;
 mod cells;
 mod conventions;
 pub(crate) mod launch_noise;
+pub mod machines;
 pub mod model;
 mod replicates;
+pub mod same_cell;
 pub(crate) mod samples;
 pub(crate) mod saturation;
 pub mod taxes;
@@ -149,7 +153,21 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         opts.bootstrap.seed,
     );
     let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
+    let machines = machines::summarize(&cells, &per_launch);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
+    warnings.extend(pairing_warnings(&tax_list));
+    let same_cell = same_cell::checks(&engine);
+    warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {
+        format!(
+            "{} {} {}: Phase A and Phase B measured the same cell and disagree: tax {} in Phase A, {} in Phase B (Phase B / Phase A: {}). The tax depends on something each phase holds fixed (the cell's position in its launch: first after warm-up in Phase A, later in Phase B; the machines each phase ran on); verdicts reading one phase (H1-H4: Phase A) do not speak for the other",
+            c.config,
+            c.cell,
+            launch_noise::metric_label(&c.metric),
+            c.phase_a.value.pct_ci(),
+            c.phase_b.value.pct_ci(),
+            c.difference.value.pct_ci()
+        )
+    }));
     let dataset = dataset_info(ds, &cells);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs, |cs| {
@@ -169,6 +187,8 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         taxes: tax_list,
         calibration,
         launch_noise,
+        machines,
+        same_cell,
         aa_taxes,
         accounting: DataAccounting {
             cells: ds.accounting.clone(),
@@ -182,6 +202,48 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         rep,
         noise,
     })
+}
+
+/// Launches a tax could not compare with plain on their machine: per (config, phase), the
+/// launches left out, or that the config has no tax at all (it never shared a machine with
+/// plain). Taxes compare launches on the same machine (DESIGN.md §4.3 "Machines").
+fn pairing_warnings(taxes: &[model::Tax]) -> Vec<String> {
+    let mut left_out: BTreeMap<(usize, String, Phase), (Vec<u32>, bool)> = BTreeMap::new();
+    for t in taxes {
+        let e = left_out
+            .entry((config_order(&t.config).0, t.config.clone(), t.phase))
+            .or_default();
+        e.0.extend(t.unpaired_launches.iter().copied());
+        e.1 |= t.machines.is_empty();
+    }
+    left_out
+        .into_iter()
+        // A config with no launch data in a cell (an engine that died) lists no launches.
+        .filter(|(_, (l, _))| !l.is_empty())
+        .map(|((_, config, phase), (mut l, none))| {
+            l.sort_unstable();
+            l.dedup();
+            let ls: Vec<String> = l.iter().map(|x| format!("l{x}")).collect();
+            let (launches, ran, are) = if ls.len() == 1 {
+                ("launch", "ran on a machine", "is")
+            } else {
+                ("launches", "ran on machines", "are")
+            };
+            if none {
+                format!(
+                    "{config}: no plain launch of Phase {} ran on its machines ({launches} {}), so it has no tax against plain in some or all of its cells: taxes compare launches on the same machine, as machines differ more than launches; `ctax run` now adds a plain launch on every machine (profile `plain_on_every_machine`)",
+                    phase.tag(),
+                    ls.join(", ")
+                )
+            } else {
+                format!(
+                    "{config}: Phase {} {launches} {} {ran} without a plain launch of that phase and {are} left out of its taxes (taxes compare launches on the same machine)",
+                    phase.tag(),
+                    ls.join(", ")
+                )
+            }
+        })
+        .collect()
 }
 
 /// Loud warnings: taxes without launch noise, and an A/A tax that detects something.

@@ -183,6 +183,10 @@ pub struct CellStats {
     /// Where each launch of this cell ran (`ctax run --gpus`); empty before slots existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<LaunchGpu>,
+    /// The machine of a per-launch row ([`crate::ingest::machine::machine_key`]); `None` in a
+    /// row pooled over launches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 impl CellStats {
@@ -314,10 +318,21 @@ pub struct Tax {
     pub callback_p50_us: Option<TaxValue>,
     /// step tax − callback tax, µs: step time not explained by the instrumented callbacks.
     pub step_minus_callback_us: Option<TaxValue>,
+    /// The machines on which both this config and plain ran a launch of this cell: the taxes
+    /// compare the two there and only there (DESIGN.md §4.3 "Machines"). Empty when they share
+    /// none: then every tax against plain is absent (`callback_p50_us`, this config's alone,
+    /// stays).
+    #[serde(default)]
+    pub machines: Vec<String>,
+    /// This config's launches of the cell on machines where plain ran none: left out of the
+    /// taxes against plain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpaired_launches: Vec<u32>,
 }
 
-/// An A/A tax: `p90(launches A)/p90(launches B) − 1` of one config in one cell, A = its
-/// launches at even positions, B = odd, with the same launch-noise CIs as a tax.
+/// An A/A tax of one config in one cell: its launches at even positions (A) against those at
+/// odd positions (B) on the same machine, combined over the machines with ≥ 2 of its launches
+/// as a tax is, with the same launch-noise CIs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AaTax {
     pub config: String,
@@ -326,6 +341,9 @@ pub struct AaTax {
     pub cell: String,
     pub launches_a: Vec<u32>,
     pub launches_b: Vec<u32>,
+    /// The machines whose launches were split (each with ≥ 2 launches of this config).
+    #[serde(default)]
+    pub machines: Vec<String>,
     pub ttft_p90: Option<TaxValue>,
     pub tpot_p90: Option<TaxValue>,
     /// Either CI excludes 0: the dataset is unstable (a loud warning; verdicts are marked).
@@ -424,8 +442,15 @@ pub struct AnalysisSummary {
     /// Launches per config and the pooled launch-to-launch variance every tax CI carries.
     #[serde(default)]
     pub launch_noise: super::launch_noise::LaunchNoiseSummary,
-    /// A/A taxes: a config's launches split in two (even vs odd launch index) in each tax cell;
-    /// the noise floor next to the taxes. Each must straddle 0.
+    /// The machines the launches ran on and the machine-effect tests (taxes compare launches
+    /// on the same machine).
+    #[serde(default)]
+    pub machines: super::machines::MachinesSummary,
+    /// Taxes of a cell both Phase A and Phase B measured, side by side (a replication check).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub same_cell: Vec<super::same_cell::SameCell>,
+    /// A/A taxes: a config's launches on one machine split in two (even vs odd positions) in
+    /// each tax cell; the noise floor next to the taxes. Each must straddle 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aa_taxes: Vec<AaTax>,
     /// What ingest did with every record, and the run directories it did not load.

@@ -83,6 +83,9 @@ pub(crate) struct LaunchSamples {
     pub n_steps: u64,
     /// Where this launch's cell ran (GPU slot, GPU index/UUID); `None` before slots existed.
     pub placement: Option<ctax_schema::Placement>,
+    /// The machine it ran on ([`crate::ingest::machine::machine_key`]): taxes compare launches
+    /// on the same machine.
+    pub machine: String,
 }
 
 /// All launches of one cell.
@@ -131,7 +134,8 @@ pub(crate) fn extract_runs(
                 phase: **phase,
                 cell: (*cell).clone(),
             };
-            let ls = launch_samples(run.launch, &run.dir_name, rc, &shape, with_itl);
+            let mut ls = launch_samples(run.launch, &run.dir_name, rc, &shape, with_itl);
+            ls.machine = crate::ingest::machine::machine_key(rc.placement.as_ref(), &run.env);
             Some((key, shape, ls))
         })
         .collect();

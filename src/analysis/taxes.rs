@@ -8,8 +8,16 @@
 //! step − callback  = tax_step_p50 − tax_callback_p50                           [µs]
 //! ```
 //!
-//! X and plain are resampled independently (different servers); the replicate vector of a
-//! statistic is shared by every tax that uses it (see [`super::replicates`]).
+//! **Within machines** (DESIGN.md §4.3 "Machines"): machines differ more than launches do (on
+//! the H200, ~20% in TTFT p90 between GPU sessions, ~5% between launches on one), so a tax
+//! compares X's launches with plain's launches **on the same machine**: on each machine both
+//! ran on, the mean of X's per-launch log estimates minus plain's, weighted over the machines by
+//! `k_X·k_plain/(k_X + k_plain)`; X's launches on machines without plain are left out (the tax
+//! lists them). A launch's estimate is its own requests' quantile; its replicates carry the
+//! launch noise ([`NoiseModel::widen`] for one launch), and the same arithmetic on every
+//! replicate gives the tax's. A launch's replicates are seeded by its own key, so plain's are
+//! the same in every tax (gaps and ratios of taxes stay paired). The connector-callback time is
+//! X's alone (plain has none) and stays pooled over X's launches.
 
 use std::collections::BTreeMap;
 
@@ -47,6 +55,16 @@ impl Metric {
             Metric::CallbackP50 => c.step.as_ref().and_then(|s| s.connector_total_us.p50),
         }
         .map(|e| e.est)
+    }
+
+    /// How reports name it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Metric::TtftP90 => "TTFT p90",
+            Metric::TpotP90 => "TPOT p90",
+            Metric::StepP50 => "step p50",
+            Metric::CallbackP50 => "callbacks p50",
+        }
     }
 
     fn spec(self) -> (&'static str, f64, Getter) {
@@ -152,31 +170,98 @@ impl<'a> TaxEngine<'a> {
         Some((est, reps))
     }
 
-    /// Relative tax `X/plain − 1` of a latency quantile: estimate and replicates.
+    /// Every launch of `config` in (`phase`, `cell`) with data for `m`: its own estimate and
+    /// replicates carrying the launch noise of one launch.
+    fn launch_stats(&self, config: &str, phase: Phase, cell: &str, m: Metric) -> Vec<LaunchStat> {
+        let key = CellKey {
+            config: config.to_owned(),
+            phase,
+            cell: cell.to_owned(),
+        };
+        let Some(cs) = self.samples.get(&key) else {
+            return Vec::new();
+        };
+        let (name, q, f) = m.spec();
+        cs.launches
+            .iter()
+            .filter_map(|l| {
+                let data = f(l).as_slice();
+                let est = crate::stats::quantile(data, q)?;
+                let reps = self.replicates(
+                    m,
+                    (phase, cell),
+                    config,
+                    est,
+                    &rep_key(cs, Some(l.launch), name),
+                    &[data],
+                )?;
+                Some(LaunchStat {
+                    launch: l.launch,
+                    machine: l.machine.clone(),
+                    est,
+                    reps,
+                })
+            })
+            .collect()
+    }
+
+    /// X against plain within machines ([`paired`]) on `f` of the per-launch estimates;
+    /// `Err` names why there is no comparison.
+    fn against_plain(
+        &self,
+        config: &str,
+        phase: Phase,
+        cell: &str,
+        m: Metric,
+        f: fn(f64) -> f64,
+    ) -> Result<Paired, String> {
+        let x = self.launch_stats(config, phase, cell, m);
+        let p = self.launch_stats(BASELINE, phase, cell, m);
+        if x.is_empty() || p.is_empty() {
+            return Err(format!("{config} or plain has no {} in {cell}", m.label()));
+        }
+        let pair = paired(&x, &p, f);
+        if pair.machines.is_empty() {
+            let mut mine: Vec<&str> = x.iter().map(|l| l.machine.as_str()).collect();
+            mine.sort();
+            mine.dedup();
+            let mut theirs: Vec<&str> = p.iter().map(|l| l.machine.as_str()).collect();
+            theirs.sort();
+            theirs.dedup();
+            return Err(format!(
+                "no plain launch of Phase {} ran on the machine of {config} in {cell} ({}; plain ran on {}): \
+                 a tax compares launches on the same machine, as machines differ more than launches",
+                phase.tag(),
+                mine.join(", "),
+                theirs.join(", ")
+            ));
+        }
+        Ok(pair)
+    }
+
+    /// Relative tax `X/plain − 1` of a latency quantile within machines: estimate and
+    /// replicates, or why there is none.
     pub(crate) fn relative(
         &self,
         config: &str,
         phase: Phase,
         cell: &str,
         m: Metric,
-    ) -> Option<(f64, Vec<f64>)> {
-        let (x, xr) = self.stat(config, phase, cell, m)?;
-        let (p, pr) = self.stat(BASELINE, phase, cell, m)?;
-        if p <= 0.0 {
-            return None;
-        }
-        Some((x / p - 1.0, combine2(&xr, &pr, |a, b| a / b - 1.0)))
+    ) -> Result<(f64, Vec<f64>), String> {
+        let p = self.against_plain(config, phase, cell, m, f64::ln)?;
+        Ok((p.est.exp_m1(), p.reps.iter().map(|r| r.exp_m1()).collect()))
     }
 
-    /// Absolute step tax `p50(X) − p50(plain)` (µs).
+    /// Absolute step tax `p50(X) − p50(plain)` (µs) within machines.
     fn step_diff(&self, config: &str, phase: Phase, cell: &str) -> Option<(f64, Vec<f64>)> {
-        let (x, xr) = self.stat(config, phase, cell, Metric::StepP50)?;
-        let (p, pr) = self.stat(BASELINE, phase, cell, Metric::StepP50)?;
-        Some((x - p, combine2(&xr, &pr, |a, b| a - b)))
+        let p = self
+            .against_plain(config, phase, cell, Metric::StepP50, |v| v)
+            .ok()?;
+        Some((p.est, p.reps))
     }
 
     /// A tax value from `ms`' replicates: its CI and whether the CI detects anything.
-    fn value(&self, est: f64, reps: &[f64], unit: &str, ms: &[Metric]) -> TaxValue {
+    pub(crate) fn value(&self, est: f64, reps: &[f64], unit: &str, ms: &[Metric]) -> TaxValue {
         let value = self.rep.estimate(est, reps);
         TaxValue {
             value,
@@ -195,8 +280,14 @@ impl<'a> TaxEngine<'a> {
         let st = self.stats.get(&key)?;
         let rel = |m| {
             self.relative(config, phase, cell, m)
+                .ok()
                 .map(|(e, r)| self.value(e, &r, "fraction", &[m]))
         };
+        let pairing = paired(
+            &self.launch_stats(config, phase, cell, Metric::TtftP90),
+            &self.launch_stats(BASELINE, phase, cell, Metric::TtftP90),
+            f64::ln,
+        );
         let step = self.step_diff(config, phase, cell);
         let cb = self.stat(config, phase, cell, Metric::CallbackP50);
         let both = [Metric::StepP50, Metric::CallbackP50];
@@ -223,6 +314,8 @@ impl<'a> TaxEngine<'a> {
                 .as_ref()
                 .map(|(e, r)| self.value(*e, r, "us", &[Metric::CallbackP50])),
             step_minus_callback_us: rest,
+            machines: pairing.machines,
+            unpaired_launches: pairing.unpaired,
         })
     }
 
@@ -292,68 +385,52 @@ impl<'a> TaxEngine<'a> {
 }
 
 impl TaxEngine<'_> {
-    /// The A/A tax of `config` in one cell: its launches at even positions (A) against those at
-    /// odd positions (B), `p90(A)/p90(B) − 1`, with the replicates a tax gets. `None` with fewer
-    /// than two launches.
+    /// The A/A tax of `config` in one cell: on each machine with ≥ 2 of its launches, those at
+    /// even positions (A, in launch order on that machine) against those at odd positions (B),
+    /// combined over the machines as a tax is ([`paired`]), with the replicates a tax gets.
+    /// `None` when no machine ran two of its launches: launches on different machines differ by
+    /// the machines as well, which the machine effect (not an A/A) reports.
     fn aa(&self, config: &str, context: TaxContext, phase: Phase, cell: &str) -> Option<AaTax> {
-        let key = CellKey {
-            config: config.to_owned(),
-            phase,
-            cell: cell.to_owned(),
+        let split = |m: Metric| -> (Vec<LaunchStat>, Vec<LaunchStat>) {
+            let mut by: BTreeMap<String, Vec<LaunchStat>> = BTreeMap::new();
+            for l in self.launch_stats(config, phase, cell, m) {
+                by.entry(l.machine.clone()).or_default().push(l);
+            }
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for (_, mut ls) in by.into_iter().filter(|(_, ls)| ls.len() >= 2) {
+                ls.sort_by_key(|l| l.launch);
+                for (i, l) in ls.into_iter().enumerate() {
+                    if i % 2 == 0 { a.push(l) } else { b.push(l) }
+                }
+            }
+            (a, b)
         };
-        let cs = self.samples.get(&key)?;
-        let mut launches: Vec<&LaunchSamples> = cs.launches.iter().collect();
-        launches.sort_by_key(|l| l.launch);
-        if launches.len() < 2 {
-            return None;
-        }
-        type Half<'l> = Vec<(usize, &'l LaunchSamples)>;
-        let (a, b): (Half, Half) = launches
-            .iter()
-            .copied()
-            .enumerate()
-            .partition(|(i, _)| i % 2 == 0);
-        let side =
-            |half: &[(usize, &LaunchSamples)], m: Metric, tag: &str| -> Option<(f64, Reps)> {
-                let (name, q, f) = m.spec();
-                let groups: Vec<&[f64]> = half
-                    .iter()
-                    .map(|(_, l)| f(l).as_slice())
-                    .filter(|g| !g.is_empty())
-                    .collect();
-                let pooled: Vec<f64> = groups.iter().flat_map(|g| g.iter().copied()).collect();
-                let est = crate::stats::quantile(&pooled, q)?;
-                let k = format!("{}|aa-{tag}|{name}", rep_key(cs, None, name));
-                Some((
-                    est,
-                    self.replicates(m, (phase, cell), config, est, &k, &groups)?,
-                ))
-            };
-        let rel = |m: Metric| -> Option<TaxValue> {
-            let (x, xr) = side(&a, m, "a")?;
-            let (y, yr) = side(&b, m, "b")?;
-            (y > 0.0).then(|| {
-                self.value(
-                    x / y - 1.0,
-                    &combine2(&xr, &yr, |p, q| p / q - 1.0),
-                    "fraction",
-                    &[m],
-                )
+        let rel = |m: Metric| -> Option<(TaxValue, Paired)> {
+            let (a, b) = split(m);
+            let p = paired(&a, &b, f64::ln);
+            (!p.machines.is_empty()).then(|| {
+                let reps: Vec<f64> = p.reps.iter().map(|r| r.exp_m1()).collect();
+                (self.value(p.est.exp_m1(), &reps, "fraction", &[m]), p)
             })
         };
-        let ttft_p90 = rel(Metric::TtftP90);
-        let tpot_p90 = rel(Metric::TpotP90);
+        let (ttft_p90, pairing) = match rel(Metric::TtftP90) {
+            Some((v, p)) => (Some(v), p),
+            None => return None,
+        };
+        let tpot_p90 = rel(Metric::TpotP90).map(|(v, _)| v);
         let unstable = [&ttft_p90, &tpot_p90].iter().any(|t| {
             t.as_ref()
                 .is_some_and(|t| matches!(t.detection, Detection::Tax | Detection::Negative))
         });
+        let (a, b) = split(Metric::TtftP90);
         Some(AaTax {
             config: config.to_owned(),
             context,
             phase,
             cell: cell.to_owned(),
-            launches_a: a.iter().map(|(_, l)| l.launch).collect(),
-            launches_b: b.iter().map(|(_, l)| l.launch).collect(),
+            launches_a: a.iter().map(|l| l.launch).collect(),
+            launches_b: b.iter().map(|l| l.launch).collect(),
+            machines: pairing.machines,
             ttft_p90,
             tpot_p90,
             unstable,
@@ -396,6 +473,82 @@ impl TaxEngine<'_> {
     }
 }
 
+/// One launch's estimate of one statistic in one cell, with replicates that carry the launch
+/// noise: the unit the within-machine comparisons are made of.
+pub(crate) struct LaunchStat {
+    pub launch: u32,
+    pub machine: String,
+    pub est: f64,
+    pub reps: Reps,
+}
+
+/// The within-machine comparison of two sets of launches (DESIGN.md §4.3 "Machines").
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Paired {
+    /// Weighted mean over the shared machines of `mean f(a) − mean f(b)`; NaN without one.
+    pub est: f64,
+    /// The same on every replicate index.
+    pub reps: Vec<f64>,
+    /// The machines both sets ran on, sorted.
+    pub machines: Vec<String>,
+    /// Launches of `a` on machines where `b` has none (not used).
+    pub unpaired: Vec<u32>,
+}
+
+/// `a` against `b` within machines: on each machine with launches of both, the mean of `f`
+/// over `a`'s launch estimates minus the mean over `b`'s, weighted over the machines by
+/// `k_a·k_b/(k_a + k_b)` — the inverse of that difference's variance in units of one launch's,
+/// so with one machine this is the plain difference of means, and with one launch of each on
+/// every machine the mean of the per-machine differences. Each replicate index gets the same
+/// arithmetic on the launches' replicates, which carry each launch's noise independently, so
+/// the replicates' spread is that of the estimate: `σ²_L · Σ_h w_h (1/k_a,h + 1/k_b,h) / (Σ w)²`
+/// = `σ²_L / Σ_h w_h`. Launches of `a` on machines without `b` are listed, not used; `b`'s
+/// other machines are ignored.
+pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64) -> Paired {
+    let by = |set: &[LaunchStat]| {
+        let mut out: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, l) in set.iter().enumerate() {
+            out.entry(l.machine.clone()).or_default().push(i);
+        }
+        out
+    };
+    let (ga, gb) = (by(a), by(b));
+    let nrep = a.iter().chain(b).map(|l| l.reps.len()).min().unwrap_or(0);
+    let mean = |set: &[LaunchStat], idx: &[usize], g: &dyn Fn(&LaunchStat) -> f64| {
+        idx.iter().map(|&i| g(&set[i])).sum::<f64>() / idx.len() as f64
+    };
+    let (mut num, mut wsum) = (0.0, 0.0);
+    let mut reps = vec![0.0; nrep];
+    let mut machines = Vec::new();
+    let mut unpaired = Vec::new();
+    for (machine, ia) in &ga {
+        let Some(ib) = gb.get(machine) else {
+            unpaired.extend(ia.iter().map(|&i| a[i].launch));
+            continue;
+        };
+        let (ka, kb) = (ia.len() as f64, ib.len() as f64);
+        let w = ka * kb / (ka + kb);
+        num += w * (mean(a, ia, &|l| f(l.est)) - mean(b, ib, &|l| f(l.est)));
+        wsum += w;
+        for (r, out) in reps.iter_mut().enumerate() {
+            *out += w * (mean(a, ia, &|l| f(l.reps[r])) - mean(b, ib, &|l| f(l.reps[r])));
+        }
+        machines.push(machine.clone());
+    }
+    unpaired.sort_unstable();
+    if wsum > 0.0 {
+        reps.iter_mut().for_each(|r| *r /= wsum);
+    } else {
+        reps.clear();
+    }
+    Paired {
+        est: if wsum > 0.0 { num / wsum } else { f64::NAN },
+        reps,
+        machines,
+        unpaired,
+    }
+}
+
 /// Whether the CI excludes zero. A CI that does not contain its own estimate (e.g. from a
 /// handful of resamples) is no evidence either way: `Unknown`, never a detected tax.
 pub fn detection(e: &Estimate) -> Detection {
@@ -428,4 +581,63 @@ pub(crate) fn map3(
     f: impl Fn(f64, f64, f64) -> f64,
 ) -> (f64, Vec<f64>) {
     (f(a.0, b.0, c.0), combine3(&a.1, &b.1, &c.1, f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ls(launch: u32, machine: &str, est: f64, reps: &[f64]) -> LaunchStat {
+        LaunchStat {
+            launch,
+            machine: machine.to_owned(),
+            est,
+            reps: std::sync::Arc::new(reps.to_vec()),
+        }
+    }
+
+    /// By hand: X has 2 launches on m1 (log 1.0, 1.2) and 1 on m3 (no plain there); plain has
+    /// 1 on m1 (log 0.9) and 2 on m2 (X never ran there). Only m1 pairs: d = 1.1 − 0.9 = 0.2,
+    /// weight 2·1/3 (alone, so it cancels). Replicate 0 shifts every launch by +0.1 (d stays
+    /// 0.2), replicate 1 shifts X's m1 launches by +0.3 (d = 0.5).
+    #[test]
+    fn paired_uses_shared_machines_only() {
+        let e = f64::exp;
+        let x = [
+            ls(0, "m1", e(1.0), &[e(1.1), e(1.3)]),
+            ls(1, "m1", e(1.2), &[e(1.3), e(1.5)]),
+            ls(2, "m3", e(5.0), &[e(5.0), e(5.0)]),
+        ];
+        let p = [
+            ls(0, "m1", e(0.9), &[e(1.0), e(0.9)]),
+            ls(1, "m2", e(3.0), &[e(3.0), e(3.0)]),
+            ls(2, "m2", e(3.0), &[e(3.0), e(3.0)]),
+        ];
+        let r = paired(&x, &p, f64::ln);
+        assert_eq!(r.machines, vec!["m1".to_owned()]);
+        assert_eq!(r.unpaired, vec![2]);
+        assert!((r.est - 0.2).abs() < 1e-12, "{}", r.est);
+        assert!((r.reps[0] - 0.2).abs() < 1e-12 && (r.reps[1] - 0.5).abs() < 1e-12);
+    }
+
+    /// By hand: two machines, m1 with 2 X and 1 plain launches (d₁ = 0.3, w₁ = 2/3), m2 with 1
+    /// and 1 (d₂ = 0.0, w₂ = 1/2): (2/3 · 0.3 + 1/2 · 0) / (2/3 + 1/2) = 0.2/1.1667 = 0.171428…
+    /// On the identity scale (absolute taxes) the same weights apply to plain differences.
+    #[test]
+    fn paired_weights_machines_by_their_launch_counts() {
+        let x = [
+            ls(0, "m1", 1.3, &[]),
+            ls(1, "m1", 1.3, &[]),
+            ls(2, "m2", 2.0, &[]),
+        ];
+        let p = [ls(0, "m1", 1.0, &[]), ls(1, "m2", 2.0, &[])];
+        let r = paired(&x, &p, |v| v);
+        assert!((r.est - 0.2 / (2.0 / 3.0 + 0.5)).abs() < 1e-12, "{}", r.est);
+        assert_eq!(r.machines.len(), 2);
+        assert!(r.reps.is_empty() && r.unpaired.is_empty());
+        // No shared machine: no estimate, every launch listed.
+        let none = paired(&x[2..], &p[..1], |v| v);
+        assert!(none.est.is_nan() && none.machines.is_empty() && none.reps.is_empty());
+        assert_eq!(none.unpaired, vec![2]);
+    }
 }

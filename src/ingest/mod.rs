@@ -13,6 +13,7 @@ pub(crate) mod engine_log;
 pub(crate) mod env;
 pub mod frames;
 pub(crate) mod jsonl;
+pub(crate) mod machine;
 pub(crate) mod names;
 pub(crate) mod step_slices;
 

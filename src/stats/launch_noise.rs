@@ -25,6 +25,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr_lite::{chi_squared, standard_normal};
 
 use super::bootstrap::stable_seed;
+use super::linear::two_way_dummies;
 
 /// The pooled per-launch variance of one metric (log scale) and its degrees of freedom.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -44,9 +45,11 @@ impl PooledVariance {
     }
 }
 
-/// Pools the within-group variance of per-launch log estimates. Groups with fewer than 2
-/// launches add nothing; non-finite or non-positive estimates are ignored. `None` when no group
-/// has 2 launches (the launch-to-launch variance is then unknown).
+/// Pools the within-group variance of per-launch log estimates (the one-way ANOVA). Groups with
+/// fewer than 2 launches add nothing; non-finite or non-positive estimates are ignored. `None`
+/// when no group has 2 launches. The analysis uses [`additive_residual`], which reduces to this
+/// on one machine; the tests keep it as that reference.
+#[cfg(test)]
 pub(crate) fn pooled_variance(groups: &[Vec<f64>]) -> Option<PooledVariance> {
     let mut ss = 0.0;
     let mut df = 0u32;
@@ -70,6 +73,62 @@ pub(crate) fn pooled_variance(groups: &[Vec<f64>]) -> Option<PooledVariance> {
         df,
         groups: n_groups,
     })
+}
+
+/// One launch's estimate in the two-way layout of the launch noise: its config, the machine it
+/// ran on, and the estimate (> 0; the model is on its log).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct LaunchObs<'a> {
+    pub config: &'a str,
+    pub machine: &'a str,
+    pub value: f64,
+}
+
+/// The launch noise left by an additive model of the log estimates, `log y = config +
+/// machine + e`: the residual sum of squares and its degrees of freedom, n − rank. That is the
+/// within-machine spread of launches of one config (pure error) plus the lack of fit — a
+/// config whose difference from another changes between machines — wherever the design can
+/// see it (a cycle of configs and machines); machine-to-machine differences shared by every
+/// config are not noise (taxes compare within machines). With one machine it is the one-way
+/// ANOVA within configs ([`pooled_variance`] with one group per config). Non-finite or
+/// non-positive estimates are ignored.
+pub(crate) fn additive_residual(rows: &[LaunchObs]) -> (f64, u32) {
+    let rows: Vec<&LaunchObs> = rows
+        .iter()
+        .filter(|r| r.value.is_finite() && r.value > 0.0)
+        .collect();
+    let keys: Vec<(&str, &str)> = rows.iter().map(|r| (r.config, r.machine)).collect();
+    let y: Vec<f64> = rows.iter().map(|r| r.value.ln()).collect();
+    let (rss, rank) = super::linear::least_squares_rss(&two_way_dummies(&keys, true), &y);
+    (rss.max(0.0), (rows.len() - rank) as u32)
+}
+
+/// [`additive_residual`] as a variance; `None` with no degrees of freedom. `groups` counts the
+/// configs in `rows`.
+pub(crate) fn residual_variance(rows: &[LaunchObs]) -> Option<PooledVariance> {
+    let (ss, df) = additive_residual(rows);
+    let mut configs: Vec<&str> = rows.iter().map(|r| r.config).collect();
+    configs.sort();
+    configs.dedup();
+    (df > 0).then(|| PooledVariance {
+        var: ss / f64::from(df),
+        df,
+        groups: configs.len() as u32,
+    })
+}
+
+/// The independent contrasts among launches identified by (config, machine): n − rank of the
+/// config + machine design, what every cell of those launches together can tell about the
+/// noise (a launch's level is shared by all its cells).
+pub(crate) fn launch_contrasts(launches: &[(&str, &str)]) -> u32 {
+    if launches.is_empty() {
+        return 0;
+    }
+    let (_, rank) = super::linear::least_squares_rss(
+        &two_way_dummies(launches, true),
+        &vec![0.0; launches.len()],
+    );
+    (launches.len() - rank) as u32
 }
 
 /// A group whose launches spread more than the pool of the others allows: its index in the
@@ -207,6 +266,98 @@ mod rand_distr_lite {
 mod tests {
     use super::*;
     use crate::stats::percentile_interval;
+
+    fn obs<'a>(config: &'a str, machine: &'a str, log: f64) -> LaunchObs<'a> {
+        LaunchObs {
+            config,
+            machine,
+            value: log.exp(),
+        }
+    }
+
+    /// On one machine the additive model is config alone: the residual is the one-way ANOVA
+    /// within configs, the same hand values as `pooled_variance_by_hand` below.
+    #[test]
+    fn additive_residual_on_one_machine_is_the_one_way_anova() {
+        let rows = [
+            obs("a", "m", 0.0),
+            obs("a", "m", 1.0),
+            obs("b", "m", 2.0),
+            obs("b", "m", 2.0),
+            obs("b", "m", 5.0),
+            obs("c", "m", 3.0),
+        ];
+        let pv = residual_variance(&rows).unwrap();
+        assert_eq!((pv.df, pv.groups), (3, 3));
+        assert!((pv.var - 6.5 / 3.0).abs() < 1e-12, "{pv:?}");
+    }
+
+    /// A machine level shared by every config is no noise; a config whose difference from
+    /// another changes between machines is. Expected values by hand and numpy's lstsq.
+    #[test]
+    fn additive_residual_removes_machine_levels_and_keeps_lack_of_fit() {
+        // Machine m2 is 0.3 above m1 for both configs (a: mean 0.01 → 0.31, b: 0.11 → 0.41);
+        // a's two m1 launches differ by 0.02. Only their pure error is left: residuals ±0.01,
+        // SS 2·10⁻⁴ on df 5 − rank 3 = 2 (numpy lstsq: 2.0e-4, rank 3; one df is the lack of
+        // fit, zero here).
+        let shifted = [
+            obs("a", "m1", 0.00),
+            obs("a", "m1", 0.02),
+            obs("b", "m1", 0.11),
+            obs("a", "m2", 0.31),
+            obs("b", "m2", 0.41),
+        ];
+        let (ss, df) = additive_residual(&shifted);
+        assert_eq!(df, 2);
+        assert!((ss - 2.0e-4).abs() < 1e-12, "{ss}");
+        // b's m2 launch 0.1 higher: a difference that changes between machines is noise
+        // (lack of fit): numpy lstsq RSS 0.0030571…, rank 3.
+        let mut interacting = shifted;
+        interacting[4] = obs("b", "m2", 0.51);
+        let (ss_i, df_i) = additive_residual(&interacting);
+        assert_eq!(df_i, 2);
+        assert!((ss_i - 0.003_057_142_857_142_859).abs() < 1e-12, "{ss_i}");
+        // Ignoring machines (one machine for all) the shift is noise: far larger.
+        let merged: Vec<LaunchObs> = shifted
+            .iter()
+            .map(|o| LaunchObs { machine: "m", ..*o })
+            .collect();
+        assert!(additive_residual(&merged).0 > 100.0 * ss);
+        // The unbalanced 3 × 3 layout of stats::linear's test (values are the logs): numpy's
+        // RSS 0.00108 at rank 5, so df 9 − 5 = 4.
+        let layout = [
+            obs("a", "m1", 0.10),
+            obs("a", "m1", 0.12),
+            obs("b", "m1", 0.31),
+            obs("a", "m2", -0.05),
+            obs("b", "m2", 0.16),
+            obs("c", "m2", 0.40),
+            obs("c", "m3", 0.62),
+            obs("b", "m3", 0.41),
+            obs("b", "m3", 0.37),
+        ];
+        let (ss, df) = additive_residual(&layout);
+        assert_eq!(df, 4);
+        assert!((ss - 0.001_08).abs() < 1e-12, "{ss}");
+    }
+
+    /// n − rank of the config + machine design, by hand: a on m1 twice, b on m1, a and b on
+    /// m2: 5 launches, rank 3 (2 configs + 2 machines − 1), so 2 contrasts; a chain of machines
+    /// each holding one new config adds none.
+    #[test]
+    fn launch_contrasts_by_hand() {
+        let grid = [
+            ("a", "m1"),
+            ("a", "m1"),
+            ("b", "m1"),
+            ("a", "m2"),
+            ("b", "m2"),
+        ];
+        assert_eq!(launch_contrasts(&grid), 2);
+        let chain = [("a", "m1"), ("b", "m1"), ("b", "m2"), ("c", "m2")];
+        assert_eq!(launch_contrasts(&chain), 0);
+        assert_eq!(launch_contrasts(&[]), 0);
+    }
 
     /// Hand calculation: groups {e^0, e^1} and {e^2, e^2, e^5}: SS = 0.5 + (0 + 0 + 6) = 6.5…
     #[test]

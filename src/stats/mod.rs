@@ -3,6 +3,7 @@
 pub(crate) mod block_length;
 mod bootstrap;
 pub(crate) mod launch_noise;
+pub(crate) mod linear;
 pub(crate) mod percentile;
 
 pub use bootstrap::{BootstrapConfig, Method, percentile_interval, quantile_replicates};

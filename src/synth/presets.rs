@@ -34,6 +34,7 @@ pub fn preset(preset: Preset) -> SynthSpec {
             callback_us: (n != "plain" && callback).then_some(cb),
             slow_launch: None,
             launch_sigma_extra: 0.0,
+            machines: Vec::new(),
         })
         .collect::<Vec<_>>();
         v.iter_mut().for_each(|c| {

@@ -110,9 +110,7 @@ fn whole_pp(x: f64) -> String {
 
 /// TTFT p90 tax of `config` in the ref_safe cell.
 fn ttft_tax(ctx: &Ctx, config: &str, cell: &str) -> Result<Pair, String> {
-    ctx.engine
-        .relative(config, Phase::A, cell, Metric::TtftP90)
-        .ok_or_else(|| format!("{config} or plain has no TTFT p90 in {cell}"))
+    ctx.engine.relative(config, Phase::A, cell, Metric::TtftP90)
 }
 
 fn est(ctx: &Ctx, p: &Pair) -> Estimate {
@@ -347,14 +345,19 @@ fn grid(
 ) -> Result<BTreeMap<u32, BTreeMap<u32, Pair>>, String> {
     ctx.has_data("mooncake_both")?;
     let mut g: BTreeMap<u32, BTreeMap<u32, Pair>> = BTreeMap::new();
+    let mut why: Option<String> = None;
     for c in ctx.cells.iter().filter(|c| {
         c.launch.is_none() && c.key.phase == Phase::B && c.key.config == "mooncake_both"
     }) {
-        let Some(t) = ctx
+        let t = match ctx
             .engine
             .relative("mooncake_both", Phase::B, &c.key.cell, metric)
-        else {
-            continue;
+        {
+            Ok(t) => t,
+            Err(r) => {
+                why.get_or_insert(r);
+                continue;
+            }
         };
         let Some(shape) = Cell::parse(&c.key.cell) else {
             continue;
@@ -368,7 +371,13 @@ fn grid(
     }
     g.retain(|_, row| row.len() >= 2);
     if g.is_empty() {
-        return Err("mooncake_both and plain share no Phase B cells with at least two lengths along this axis".into());
+        let mut r = String::from(
+            "mooncake_both and plain share no Phase B cells with at least two lengths along this axis",
+        );
+        if let Some(why) = why {
+            r.push_str(&format!(" (e.g. {why})"));
+        }
+        return Err(r);
     }
     Ok(g)
 }

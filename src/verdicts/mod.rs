@@ -49,7 +49,49 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     note_single_launches(&mut v, &s.launch_noise, |id| {
         hypotheses::configs_in(&ctx, id)
     });
+    note_same_cell(&mut v, &s.same_cell, |id| hypotheses::configs_in(&ctx, id));
     v
+}
+
+/// Every hypothesis and success criterion that is not *not testable*.
+fn testable_mut(v: &mut Verdicts) -> impl Iterator<Item = &mut Verdict> {
+    v.hypotheses
+        .iter_mut()
+        .chain(v.success_criteria.iter_mut())
+        .filter(|x| x.verdict != VerdictKind::NotTestable)
+}
+
+/// A Phase A verdict (H1–H4, SC1–SC4 read TTFT p90 at ref_safe) whose config Phase B measured
+/// in the same cell with a tax its CI tells apart says so: the other phase's number is part of
+/// what the verdict can be cited for.
+fn note_same_cell(
+    v: &mut Verdicts,
+    same: &[crate::analysis::same_cell::SameCell],
+    configs_of: impl Fn(&str) -> &'static [&'static str],
+) {
+    for x in testable_mut(v).filter(|x| hypotheses::phase_of(&x.id) == Phase::A) {
+        let notes: Vec<String> = same
+            .iter()
+            .filter(|c| c.metric == "ttft_p90" && c.disagrees())
+            .filter(|c| configs_of(&x.id).contains(&c.config.as_str()))
+            .map(|c| {
+                format!(
+                    "{} {} in Phase B's measurement of the same cell ({}), against {} in Phase A",
+                    c.config,
+                    c.phase_b.value.pct_ci(),
+                    c.cell,
+                    c.phase_a.value.pct_ci()
+                )
+            })
+            .collect();
+        if !notes.is_empty() {
+            x.reason = format!(
+                "{}; the phases disagree: {} (see Warnings)",
+                x.reason,
+                notes.join("; ")
+            );
+        }
+    }
 }
 
 /// A tax verdict that rests on a config measured in one launch says so: that config's CI
@@ -59,12 +101,7 @@ fn note_single_launches(
     noise: &crate::analysis::launch_noise::LaunchNoiseSummary,
     configs_of: impl Fn(&str) -> &'static [&'static str],
 ) {
-    for x in v
-        .hypotheses
-        .iter_mut()
-        .chain(v.success_criteria.iter_mut())
-        .filter(|x| x.verdict != VerdictKind::NotTestable)
-    {
+    for x in testable_mut(v) {
         let phase = hypotheses::phase_of(&x.id);
         let once: Vec<&str> = std::iter::once("plain")
             .chain(configs_of(&x.id).iter().copied())

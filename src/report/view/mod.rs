@@ -4,7 +4,7 @@
 //!
 //! One module per report section, in page order: [`overview`] (at a glance, degradation, with
 //! [`coverage`]: what of the seed's plan was measured),
-//! [`verdicts`], [`figures`], [`taxes`], [`cells`], [`accounting`], [`conventions`],
+//! [`verdicts`], [`figures`], [`taxes`] (with [`machines`]), [`cells`], [`accounting`], [`conventions`],
 //! [`provenance`].
 
 mod accounting;
@@ -12,6 +12,7 @@ mod cells;
 mod conventions;
 mod coverage;
 mod figures;
+mod machines;
 mod overview;
 mod provenance;
 mod taxes;
@@ -53,6 +54,8 @@ pub(crate) struct ReportView {
     pub ref_taxes: Vec<RefTaxRow>,
     /// Shape taxes (Phase B and B').
     pub shape_taxes: Vec<ShapeTaxRow>,
+    /// Taxes of a cell both Phase A and Phase B measured (a replication check).
+    pub same_cell: Vec<taxes::SameCellView>,
     /// The saturation criteria's thresholds, as the Cells section's legend prints them.
     pub saturation_rules: SaturationRules,
     pub cell_groups: Vec<CellGroup>,
@@ -61,8 +64,10 @@ pub(crate) struct ReportView {
     /// GPU-to-GPU calibration rows (plain vs plain between GPUs); empty without a calibration
     /// round.
     pub calibration: Vec<CalibrationView>,
-    /// A/A taxes (noise floor): each config with >= 2 launches against itself.
+    /// A/A taxes (noise floor): each config with >= 2 launches on one machine against itself.
     pub aa: Vec<taxes::AaView>,
+    /// Which launches ran on which machine, and the machine-effect tests.
+    pub machines: machines::MachinesView,
     /// The launch-to-launch noise in one line: pooled over cells, and each cell's own.
     pub launch_noise: String,
     /// What ingest did with every record; which cells' data is not whole.
@@ -91,11 +96,13 @@ impl ReportView {
             ref_shape: taxes::ref_shape_text(r),
             ref_taxes: taxes::ref_tax_rows(r),
             shape_taxes: taxes::shape_tax_rows(r),
+            same_cell: taxes::same_cell_rows(r),
             saturation_rules: SaturationRules::new(),
             cell_groups: cells::cell_groups(r),
             show_gpus: s.cells.iter().any(|c| !c.gpus.is_empty()),
             calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
             aa: taxes::aa_rows(r),
+            machines: machines::machines(r),
             launch_noise: overview::launch_noise_line(&s.launch_noise),
             accounting: accounting::accounting(r),
             conventions: conventions::rows(&s.conventions),

@@ -143,6 +143,12 @@ pub(super) fn glance(
         "Launch-to-launch noise (sd per launch)".to_owned(),
         launch_noise_line(n),
     ));
+    if s.machines.count() > 1 {
+        glance.push((
+            "Machines".to_owned(),
+            super::machines::glance_line(&s.machines, s.reference_rates.ref_safe, r),
+        ));
+    }
     let unstable = s.aa_taxes.iter().filter(|a| a.unstable).count();
     if unstable > 0 {
         glance.push((
@@ -197,7 +203,7 @@ pub(super) fn launch_noise_line(n: &crate::analysis::launch_noise::LaunchNoiseSu
                 .join(", ")
         };
     let pooled = format!(
-        "pooled over cells (carried by the cells without {MIN_CELL_DF} launch contrasts of their own): {}",
+        "pooled over cells (carried by the cells without {MIN_CELL_DF} degrees of freedom of their own): {}",
         list(&n.metrics)
     );
     let mut line = pooled;

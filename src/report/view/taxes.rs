@@ -96,10 +96,58 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
                 phase: phase_name(a.phase).to_owned(),
                 rate: shape.0,
                 shape: shape.1,
-                split: format!("{} vs {}", ls(&a.launches_a), ls(&a.launches_b)),
+                split: format!(
+                    "{} vs {} ({})",
+                    ls(&a.launches_a),
+                    ls(&a.launches_b),
+                    a.machines.join(", ")
+                ),
                 ttft: tax_cell(a.ttft_p90.as_ref()),
                 tpot: tax_cell(a.tpot_p90.as_ref()),
                 status: if a.unstable { "UNSTABLE" } else { "ok" }.to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// One tax that both Phase A and Phase B measured, as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SameCellView {
+    pub config: String,
+    /// `2 req/s, 4096/256`.
+    pub cell: String,
+    pub metric: String,
+    pub phase_a: TaxCell,
+    pub phase_b: TaxCell,
+    pub difference: TaxCell,
+    /// `agree` or `DISAGREE`.
+    pub status: String,
+}
+
+pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
+    r.summary
+        .same_cell
+        .iter()
+        .map(|c| {
+            let cell = ctax_schema::Cell::parse(&c.cell).map_or_else(
+                || c.cell.clone(),
+                |s| {
+                    format!(
+                        "{} req/s, {}/{}",
+                        fmt::rate(s.rate),
+                        s.input_len,
+                        s.output_len
+                    )
+                },
+            );
+            SameCellView {
+                config: c.config.clone(),
+                cell,
+                metric: crate::analysis::launch_noise::metric_label(&c.metric).to_owned(),
+                phase_a: tax_cell(Some(&c.phase_a)),
+                phase_b: tax_cell(Some(&c.phase_b)),
+                difference: tax_cell(Some(&c.difference)),
+                status: if c.disagrees() { "DISAGREE" } else { "agree" }.to_owned(),
             }
         })
         .collect()
@@ -211,20 +259,53 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
                 callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
                 unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
                 engine: engine_of(r, &c),
-                launches: match r
-                    .summary
-                    .launch_noise
-                    .launches_of(ctax_schema::Phase::A, &c)
-                {
-                    Some(1) => "1 (pooled noise)".to_owned(),
-                    Some(k) => own_noise_note(&r.summary.launch_noise, &c)
-                        .map_or_else(|| k.to_string(), |n| format!("{k} ({n})")),
-                    None => "n/a".to_owned(),
+                launches: {
+                    let count = match r
+                        .summary
+                        .launch_noise
+                        .launches_of(ctax_schema::Phase::A, &c)
+                    {
+                        Some(1) => "1 (pooled noise)".to_owned(),
+                        Some(k) => own_noise_note(&r.summary.launch_noise, &c)
+                            .map_or_else(|| k.to_string(), |n| format!("{k} ({n})")),
+                        None => "n/a".to_owned(),
+                    };
+                    match safe.and_then(pairing_note) {
+                        Some(note) => format!("{count}; {note}"),
+                        None => count,
+                    }
                 },
                 config: c,
             }
         })
         .collect()
+}
+
+/// How a tax was paired with plain, when not every launch was: `no plain on its machine`, or
+/// `l2 not paired (no plain on its machine)`.
+fn pairing_note(t: &crate::analysis::model::Tax) -> Option<String> {
+    if t.machines.is_empty() {
+        // Without any launch data (an engine that died) there is nothing to pair.
+        return (!t.unpaired_launches.is_empty())
+            .then(|| "no plain launch on its machines: no tax".to_owned());
+    }
+    if t.unpaired_launches.is_empty() {
+        return None;
+    }
+    let ls: Vec<String> = t
+        .unpaired_launches
+        .iter()
+        .map(|l| format!("l{l}"))
+        .collect();
+    Some(format!(
+        "{} left out (no plain launch on {})",
+        ls.join(", "),
+        if ls.len() == 1 {
+            "its machine"
+        } else {
+            "their machines"
+        }
+    ))
 }
 
 pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {

@@ -1,0 +1,161 @@
+//! The Machines subsection of Taxes: which launches ran on which machine (taxes compare a
+//! config with plain on the same machine) and the machine-effect test of each cell.
+
+use crate::analysis::machines::{MachineEffect, MachinesSummary};
+use crate::analysis::model::AnalysisResult;
+
+/// One machine as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MachineRow {
+    pub machine: String,
+    /// `A: plain l0, mooncake_both l1; B: …`.
+    pub launches: String,
+    /// Whether plain ran there in every phase it has launches of (`yes`, or `no: Phase A`):
+    /// without it, the machine's other launches have no tax.
+    pub plain: String,
+}
+
+/// One machine-effect test as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EffectRow {
+    pub cell: String,
+    pub metric: String,
+    pub machines: String,
+    pub launches: String,
+    /// `9.77 on (5, 5)`.
+    pub f: String,
+    pub p: String,
+    pub sd_ignoring: String,
+    pub sd_within: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct MachinesView {
+    pub rows: Vec<MachineRow>,
+    pub effects: Vec<EffectRow>,
+}
+
+pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
+    let m = &r.summary.machines;
+    let rows = m
+        .launches
+        .iter()
+        .map(|(machine, by_phase)| {
+            let missing: Vec<&str> = by_phase
+                .iter()
+                .filter(|(_, l)| !l.iter().any(|x| x.starts_with("plain l")))
+                .map(|(p, _)| super::phase_name(*p))
+                .collect();
+            MachineRow {
+                machine: machine.clone(),
+                launches: by_phase
+                    .iter()
+                    .map(|(p, l)| format!("{}: {}", super::phase_name(*p), l.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                plain: if missing.is_empty() {
+                    "yes".to_owned()
+                } else {
+                    format!("no: Phase {}", missing.join(", "))
+                },
+            }
+        })
+        .collect();
+    let effects = m.effects.iter().map(|e| effect_row(r, e)).collect();
+    MachinesView { rows, effects }
+}
+
+fn effect_row(r: &AnalysisResult, e: &MachineEffect) -> EffectRow {
+    let shape = r
+        .summary
+        .cells
+        .iter()
+        .find(|c| c.launch.is_none() && c.key.phase == e.phase && c.key.cell == e.cell)
+        .map(|c| {
+            format!(
+                "{} {} req/s, {}/{}",
+                super::phase_name(e.phase),
+                crate::report::fmt::rate(c.rate),
+                c.input_len,
+                c.output_len
+            )
+        })
+        .unwrap_or_else(|| format!("{} {}", super::phase_name(e.phase), e.cell));
+    EffectRow {
+        cell: shape,
+        metric: crate::analysis::launch_noise::metric_label(&e.metric).to_owned(),
+        machines: e.machines.to_string(),
+        launches: e.launches.to_string(),
+        f: format!("{:.2} on ({}, {})", e.f, e.df1, e.df2),
+        p: p_text(e.p),
+        sd_ignoring: format!("±{:.1}%", e.sd_ignoring_machines * 100.0),
+        sd_within: format!("±{:.1}%", e.sd_within_machines * 100.0),
+    }
+}
+
+/// A p-value with the digits it needs (`0.013`, `0.0005`, `< 0.0001`).
+fn p_text(p: f64) -> String {
+    if !p.is_finite() {
+        "n/a".to_owned()
+    } else if p < 1e-4 {
+        "< 0.0001".to_owned()
+    } else if p < 0.01 {
+        format!("{p:.4}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// The At a glance line: how many machines, and the machine effect at ref_safe.
+pub(super) fn glance_line(
+    m: &MachinesSummary,
+    ref_safe: Option<f64>,
+    r: &AnalysisResult,
+) -> String {
+    let mut line = format!(
+        "{}; a tax compares a config with plain on the same machine",
+        m.count()
+    );
+    let at_ref: Vec<String> = m
+        .effects
+        .iter()
+        .filter(|e| e.phase == ctax_schema::Phase::A)
+        .filter(|e| {
+            r.summary.cells.iter().any(|c| {
+                c.launch.is_none()
+                    && c.key.phase == e.phase
+                    && c.key.cell == e.cell
+                    && ref_safe.is_some_and(|x| (c.rate - x).abs() < 1e-9)
+            })
+        })
+        .map(|e| {
+            format!(
+                "{} F {:.1} on ({}, {}), p {} (sd per launch ±{:.1}% ignoring machines, ±{:.1}% within)",
+                crate::analysis::launch_noise::metric_label(&e.metric),
+                e.f,
+                e.df1,
+                e.df2,
+                p_text(e.p),
+                e.sd_ignoring_machines * 100.0,
+                e.sd_within_machines * 100.0
+            )
+        })
+        .collect();
+    if !at_ref.is_empty() {
+        line = format!("{line}; machine effect at ref_safe: {}", at_ref.join("; "));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn p_values_keep_their_digits() {
+        assert_eq!(p_text(0.0129), "0.013");
+        assert_eq!(p_text(0.000_51), "0.0005");
+        assert_eq!(p_text(3e-7), "< 0.0001");
+        assert_eq!(p_text(f64::NAN), "n/a");
+    }
+}
