@@ -955,6 +955,12 @@ fn taxes_compare_launches_on_the_same_machine() {
         .expect("plain A/A");
     assert!(!aa.unstable, "{aa:?}");
     assert_eq!(aa.machines.len(), 2);
+    // Its noise leaves plain's own spread out but keeps the machines plain links (its launches
+    // on each machine enter as their mean): without plain, mooncake_both's and noop's machines
+    // would share nothing and the noise would rest on nothing. Launch sd 3%: the A/A of two
+    // launches against two is a few percent wide, not the +-50% of an unlinked pool.
+    let v = aa.ttft_p90.as_ref().unwrap().value;
+    assert!(v.hi.unwrap() - v.lo.unwrap() < 0.25, "{v:?}");
     // The machine effect is reported, and detected.
     let e = r
         .summary
@@ -1004,6 +1010,38 @@ fn a_config_without_plain_on_its_machine_has_no_tax() {
         r.summary.warnings.iter().any(|w| w.starts_with(
             "mooncake_both: no plain launch of Phase A ran on its machines (launches l0, l1)"
         )),
+        "{:?}",
+        r.summary.warnings
+    );
+}
+
+/// Truth: every config ran each launch on its own machine (plain and mooncake_both on machines
+/// 0 and 1, one launch each): the taxes pair them per machine and the noise comes from the lack
+/// of fit, but no config ran two launches on one machine, so there is no A/A, and the analysis
+/// says so instead of showing an empty noise floor.
+#[test]
+fn without_a_repeat_on_one_machine_there_is_no_aa_and_a_warning_says_so() {
+    let mut s = spec(vec![
+        SynthConfig {
+            machines: vec![0, 1],
+            ..SynthConfig::new("plain", 1.0, 1.0)
+        },
+        SynthConfig {
+            machines: vec![0, 1],
+            ..SynthConfig::new("mooncake_both", 1.2, 1.0)
+        },
+    ]);
+    s.machine_levels = vec![1.0, 0.8];
+    s.launch_sigma = 0.03;
+    let r = run(&s);
+    assert!(r.summary.aa_taxes.is_empty());
+    assert!(r.summary.launch_noise.ttft_known());
+    assert_eq!(ref_safe_tax(&r, "mooncake_both").machines.len(), 2);
+    assert!(
+        r.summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("no A/A noise floor")),
         "{:?}",
         r.summary.warnings
     );

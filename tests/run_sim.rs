@@ -255,18 +255,7 @@ fn resume_reruns_only_incomplete_cells() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("res");
     let p = profile(tmp.path(), free_port(), &[]);
-    let o = run(
-        &p,
-        &out,
-        &[
-            "--configs",
-            "plain",
-            "--skip-stage",
-            "3",
-            "--skip-stage",
-            "4",
-        ],
-    );
+    let o = run(&p, &out, &PLAIN_A);
     assert!(o.status.success(), "{}", stderr(&o));
     let dir = run_dirs(&out).pop().unwrap();
     let path = dir.join("summary.json");
@@ -277,18 +266,7 @@ fn resume_reruns_only_incomplete_cells() {
     );
     let before = std::fs::read(dir.join("requests_A_r4_i512_o32.jsonl")).unwrap();
 
-    let o = run(
-        &p,
-        &out,
-        &[
-            "--configs",
-            "plain",
-            "--skip-stage",
-            "3",
-            "--skip-stage",
-            "4",
-        ],
-    );
+    let o = run(&p, &out, &PLAIN_A);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("resuming 1 of 3 cells"),
@@ -457,18 +435,7 @@ fn ctrl_c_stops_the_server_keeps_partial_results_and_resume_completes() {
     let rows = manifest(&out);
     assert_eq!(rows.last().unwrap().status, RowStatus::Interrupted);
 
-    let o = run(
-        &p,
-        &out,
-        &[
-            "--configs",
-            "plain",
-            "--skip-stage",
-            "3",
-            "--skip-stage",
-            "4",
-        ],
-    );
+    let o = run(&p, &out, &PLAIN_A);
     assert!(o.status.success(), "{}", stderr(&o));
     let s: RunSummary =
         serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
@@ -497,6 +464,16 @@ fn config_of(dir: &Path) -> ctax_schema::RunConfig {
     serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap()
 }
 
+/// Phase A only, plain alone.
+const PLAIN_A: [&str; 6] = [
+    "--configs",
+    "plain",
+    "--skip-stage",
+    "3",
+    "--skip-stage",
+    "4",
+];
+
 /// Phase A only, plain and one other config.
 const PLAIN_NOOP_A: [&str; 6] = [
     "--configs",
@@ -509,18 +486,7 @@ const PLAIN_NOOP_A: [&str; 6] = [
 
 /// Plain alone in Phase A (the root's plain launch l0 is then recorded on this machine).
 fn plain_only(p: &Path, out: &Path) -> PathBuf {
-    let o = run(
-        p,
-        out,
-        &[
-            "--configs",
-            "plain",
-            "--skip-stage",
-            "3",
-            "--skip-stage",
-            "4",
-        ],
-    );
+    let o = run(p, out, &PLAIN_A);
     assert!(o.status.success(), "{}", stderr(&o));
     let dirs = run_dirs(out);
     assert_eq!(dirs.len(), 1);

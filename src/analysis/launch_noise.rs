@@ -112,6 +112,12 @@ pub struct LaunchNoiseSummary {
     /// over every cell): each carries its own variance there, and the pools above leave it out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own: Vec<OwnNoise>,
+    /// Per metric, with launches in more than one phase: each phase's own variance (its cells'
+    /// residuals, df its launch contrasts), of which `metrics` is the df-weighted mean. A phase
+    /// whose variance is larger than the other phases' ([`Self::noisier_phases`]) carries a pool
+    /// that understates its noise, and the analysis warns.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub phases: BTreeMap<String, BTreeMap<Phase, PooledVariance>>,
     /// The method in one sentence (also in the conventions).
     pub method: String,
 }
@@ -167,6 +173,36 @@ impl LaunchNoiseSummary {
             || None,
         )
         .flatten()
+    }
+
+    /// Per metric, the phases whose own variance is larger than the pool of the other phases
+    /// at the 5% level (one-sided F-test): (metric, phase, its variance, the others' pool, F,
+    /// p). Their cells without a pool of their own carry the pool over every phase, which the
+    /// others dominate, so their CIs may be too narrow.
+    pub fn noisier_phases(&self) -> Vec<(String, Phase, PooledVariance, PooledVariance, f64, f64)> {
+        use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+        let mut out = Vec::new();
+        for (metric, phases) in &self.phases {
+            for (phase, pv) in phases {
+                let Some(rest) =
+                    combine_phases(phases.iter().filter(|(p, _)| *p != phase).map(|(_, v)| v))
+                else {
+                    continue;
+                };
+                if rest.var <= 0.0 || pv.var <= rest.var {
+                    continue;
+                }
+                let f = pv.var / rest.var;
+                let Ok(d) = FisherSnedecor::new(f64::from(pv.df), f64::from(rest.df)) else {
+                    continue;
+                };
+                let p = d.sf(f);
+                if p < 0.05 {
+                    out.push((metric.clone(), *phase, *pv, rest, f, p));
+                }
+            }
+        }
+        out
     }
 
     /// The own noise the screen gave `config`'s `metric` in scope `cell` (`None`: over every
@@ -243,7 +279,10 @@ impl NoiseModel {
         Self::estimate_without(pooled, per_launch, None, resamples, seed)
     }
 
-    /// [`Self::estimate`] leaving out every cell of `exclude`.
+    /// [`Self::estimate`] without `exclude`'s own launch-to-launch spread: its launches on each
+    /// machine enter as their mean, one row per machine, so the machines it links stay linked
+    /// (dropping plain would leave the other configs' machines unconnected and the noise
+    /// unestimable) while its launches cannot inflate the noise its A/A is judged against.
     fn estimate_without(
         pooled: &[CellStats],
         per_launch: &[CellStats],
@@ -252,6 +291,8 @@ impl NoiseModel {
         seed: u64,
     ) -> (NoiseModel, LaunchNoiseSummary) {
         let kept = |c: &&CellStats| exclude != Some(c.key.config.as_str());
+        let collapsed = |config: &str| exclude == Some(config);
+        let all_launches: Vec<&CellStats> = per_launch.iter().collect();
         let per_launch: Vec<&CellStats> = per_launch.iter().filter(kept).collect();
         let mut launches: BTreeMap<Phase, BTreeMap<String, std::collections::BTreeSet<u32>>> =
             BTreeMap::new();
@@ -267,7 +308,6 @@ impl NoiseModel {
         }
         let unsaturated: Vec<&CellKey> = pooled
             .iter()
-            .filter(kept)
             .filter(|c| c.launch.is_none())
             .filter(|c| !c.saturated())
             .map(|c| &c.key)
@@ -289,6 +329,7 @@ impl NoiseModel {
             metrics: BTreeMap::new(),
             cells: BTreeMap::new(),
             own: Vec::new(),
+            phases: BTreeMap::new(),
             method: METHOD.into(),
         };
         for (m, name) in METRICS {
@@ -301,7 +342,7 @@ impl NoiseModel {
                 .map(|key| {
                     (
                         (key.config.as_str(), key.phase),
-                        observations(&per_launch, key, m),
+                        observations(&all_launches, key, m, collapsed(&key.config)),
                     )
                 })
                 .collect();
@@ -374,34 +415,22 @@ impl NoiseModel {
             let mut configs: Vec<&str> = kept.iter().map(|(_, ((c, _), _))| *c).collect();
             configs.sort();
             configs.dedup();
-            let of = |keep: &dyn Fn(&str) -> bool| -> Option<PooledVariance> {
-                let mine: Vec<&(String, &ConfigObs)> =
-                    kept.iter().filter(|(_, ((c, _), _))| keep(c)).collect();
-                // The residual of each cell's additive model, summed over the cells.
-                let mut cells: BTreeMap<&str, Vec<&Vec<Obs>>> = BTreeMap::new();
-                for (tag, (_, v)) in &mine {
-                    cells.entry(tag.as_str()).or_default().push(v);
-                }
-                let (mut ss, mut df) = (0.0, 0u32);
-                let mut n_configs: Vec<&str> = Vec::new();
-                for groups in cells.values() {
-                    let r = rows(groups.iter().copied());
-                    let (s, d) = additive_residual(&r);
-                    ss += s;
-                    df += d;
-                    n_configs.extend(r.iter().map(|o| o.config));
-                }
-                if df == 0 {
-                    return None;
-                }
-                n_configs.sort();
-                n_configs.dedup();
-                // A launch's level is shared by all its cells, so the cells are not
-                // independent evidence about it: the degrees of freedom are the independent
-                // launch contrasts of the config + machine design, per phase (each phase
-                // launches its own servers), when that is fewer.
+            // Per phase: the residual of each cell's additive model, summed over the phase's
+            // cells, as a variance whose df are the phase's independent launch contrasts. A
+            // launch's level is shared by all its cells, so the cells are not independent
+            // evidence about it: a phase counts with the contrasts of its config + machine
+            // launch design when that is fewer than its cells' df (each phase launches its own
+            // servers).
+            let phases_of = |keep: &dyn Fn(&str) -> bool| -> BTreeMap<Phase, PooledVariance> {
+                let mut by_phase: BTreeMap<Phase, BTreeMap<&str, Vec<&Vec<Obs>>>> = BTreeMap::new();
                 let mut launches: BTreeMap<Phase, Vec<(&str, &str, u32)>> = BTreeMap::new();
-                for (_, ((c, p), v)) in &mine {
+                for (tag, ((c, p), v)) in kept.iter().filter(|(_, ((c, _), _))| keep(c)) {
+                    by_phase
+                        .entry(*p)
+                        .or_default()
+                        .entry(tag.as_str())
+                        .or_default()
+                        .push(v);
                     for o in v.iter() {
                         launches
                             .entry(*p)
@@ -409,21 +438,40 @@ impl NoiseModel {
                             .push((*c, o.machine.as_str(), o.launch));
                     }
                 }
-                let contrasts: u32 = launches
-                    .into_values()
-                    .map(|mut l| {
-                        l.sort();
-                        l.dedup();
-                        let keys: Vec<(&str, &str)> = l.iter().map(|(c, m, _)| (*c, *m)).collect();
-                        launch_contrasts(&keys)
-                    })
-                    .sum();
-                Some(PooledVariance {
-                    var: ss / f64::from(df),
-                    df: df.min(contrasts.max(1)),
-                    groups: n_configs.len() as u32,
-                })
+                let mut out = BTreeMap::new();
+                for (phase, cells) in by_phase {
+                    let (mut ss, mut df) = (0.0, 0u32);
+                    let mut configs: Vec<&str> = Vec::new();
+                    for groups in cells.values() {
+                        let r = rows(groups.iter().copied());
+                        let (s, d) = additive_residual(&r);
+                        ss += s;
+                        df += d;
+                        configs.extend(r.iter().map(|o| o.config));
+                    }
+                    let mut l = launches.remove(&phase).unwrap_or_default();
+                    l.sort();
+                    l.dedup();
+                    let keys: Vec<(&str, &str)> = l.iter().map(|(c, m, _)| (*c, *m)).collect();
+                    let w = df.min(launch_contrasts(&keys));
+                    configs.sort();
+                    configs.dedup();
+                    if w > 0 {
+                        out.insert(
+                            phase,
+                            PooledVariance {
+                                var: ss / f64::from(df),
+                                df: w,
+                                groups: configs.len() as u32,
+                            },
+                        );
+                    }
+                }
+                out
             };
+            // The pool over every cell: the phases weighted by their contrasts, so Phase A's
+            // rates over the same launches do not outvote another phase's own evidence.
+            let of = |keep: &dyn Fn(&str) -> bool| combine_phases(phases_of(keep).values());
             let own_all: Vec<(&str, PooledVariance)> = configs
                 .iter()
                 .filter_map(|c| of(&|x: &str| x == *c).map(|pv| (*c, pv)))
@@ -442,11 +490,16 @@ impl NoiseModel {
             }
             let loud_all: Vec<String> = flagged_all.iter().map(|(o, _)| o.config.clone()).collect();
             summary.own.extend(flagged_all.into_iter().map(|(o, _)| o));
-            if let Some(pv) = of(&|x: &str| !loud_all.iter().any(|l| l == x)) {
+            let quiet = |x: &str| !loud_all.iter().any(|l| l == x);
+            if let Some(pv) = of(&quiet) {
                 summary.metrics.insert(name.to_owned(), pv);
                 model
                     .draws
                     .insert(name, variance_draws(&pv, resamples, seed, name));
+            }
+            let phases = phases_of(&quiet);
+            if phases.len() > 1 {
+                summary.phases.insert(name.to_owned(), phases);
             }
         }
         (model, summary)
@@ -511,12 +564,30 @@ struct Obs {
     value: f64,
 }
 
+/// Phases' variances weighted by their df (the df-weighted mean of the variances, df summed);
+/// `None` without any.
+fn combine_phases<'p>(phases: impl Iterator<Item = &'p PooledVariance>) -> Option<PooledVariance> {
+    let (mut weighted, mut df, mut groups) = (0.0, 0u32, 0u32);
+    for pv in phases {
+        weighted += f64::from(pv.df) * pv.var;
+        df += pv.df;
+        groups = groups.max(pv.groups);
+    }
+    (df > 0).then(|| PooledVariance {
+        var: weighted / f64::from(df),
+        df,
+        groups,
+    })
+}
+
 /// One (config, phase)'s estimates in one cell.
 type ConfigObs<'a> = ((&'a str, Phase), Vec<Obs>);
 
 /// The per-launch estimates of `m` in `key`'s cell.
-fn observations(per_launch: &[&CellStats], key: &CellKey, m: Metric) -> Vec<Obs> {
-    per_launch
+/// With `collapse`, the launches on each machine enter as one observation, their geometric mean
+/// (the lowest launch index names it): the config's machine levels without its own spread.
+fn observations(per_launch: &[&CellStats], key: &CellKey, m: Metric, collapse: bool) -> Vec<Obs> {
+    let obs: Vec<Obs> = per_launch
         .iter()
         .filter(|c| &c.key == key)
         .filter_map(|c| {
@@ -524,8 +595,25 @@ fn observations(per_launch: &[&CellStats], key: &CellKey, m: Metric) -> Vec<Obs>
                 config: c.key.config.clone(),
                 machine: c.machine.clone().unwrap_or_else(|| UNRECORDED.to_owned()),
                 launch: c.launch?,
-                value: m.point(c)?,
+                value: m.point(c).filter(|v| v.is_finite() && *v > 0.0)?,
             })
+        })
+        .collect();
+    if !collapse {
+        return obs;
+    }
+    let mut by: BTreeMap<String, Vec<Obs>> = BTreeMap::new();
+    for o in obs {
+        by.entry(o.machine.clone()).or_default().push(o);
+    }
+    by.into_values()
+        .map(|v| {
+            let mean_log = v.iter().map(|o| o.value.ln()).sum::<f64>() / v.len() as f64;
+            Obs {
+                launch: v.iter().map(|o| o.launch).min().unwrap_or(0),
+                value: mean_log.exp(),
+                ..v[0].clone()
+            }
         })
         .collect()
 }
@@ -572,8 +660,9 @@ fn screen(
         .collect()
 }
 
-/// Per config, the noise model estimated from every OTHER config's cells (for the config's A/A
-/// tax); absent where the others give no TTFT launch noise.
+/// Per config, the noise model estimated without the config's own launch-to-launch spread (its
+/// launches on each machine enter as their mean, [`NoiseModel::estimate_without`]) for the
+/// config's A/A tax; absent where the others give no TTFT launch noise.
 pub(crate) fn leave_one_config_out(
     pooled: &[CellStats],
     per_launch: &[CellStats],
@@ -619,3 +708,44 @@ pub(crate) const METHOD: &str = "launch-level random effect: per metric, the var
      * df / chi2_df drawn once per replicate and shared by every statistic of the metric in the cell \
      (t-calibrated taxes), v_req the launch's request-level bootstrap variance (a floor); with no cell \
      at >= 2 launches no tax is called detected";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pv(var: f64, df: u32) -> PooledVariance {
+        PooledVariance { var, df, groups: 2 }
+    }
+
+    /// By hand: phases A (0.0016, df 5) and B (0.0118, df 1): pool (5·0.0016 + 0.0118)/6 =
+    /// 0.003300 on df 6; B against A alone is F = 7.375 on (1, 5), upper tail 0.0420 (scipy
+    /// f.sf(7.375, 1, 5)); A is not noisier than B. With B at A's level nothing is flagged.
+    #[test]
+    fn phases_pool_by_their_df_and_a_noisier_phase_is_named() {
+        let pool = combine_phases([pv(0.0016, 5), pv(0.0118, 1)].iter()).unwrap();
+        assert_eq!(pool.df, 6);
+        assert!((pool.var - (5.0 * 0.0016 + 0.0118) / 6.0).abs() < 1e-15);
+        let mut s = LaunchNoiseSummary::default();
+        s.phases.insert(
+            "ttft_p90".into(),
+            [(Phase::A, pv(0.0016, 5)), (Phase::B, pv(0.0118, 1))]
+                .into_iter()
+                .collect(),
+        );
+        let hits = s.noisier_phases();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        let (metric, phase, _, rest, f, p) = &hits[0];
+        assert_eq!(
+            (metric.as_str(), *phase, rest.df),
+            ("ttft_p90", Phase::B, 5)
+        );
+        assert!((f - 7.375).abs() < 1e-12, "{f}");
+        assert!((p - 0.0420).abs() < 5e-4, "{p}");
+        s.phases
+            .get_mut("ttft_p90")
+            .unwrap()
+            .insert(Phase::B, pv(0.0016, 1));
+        assert!(s.noisier_phases().is_empty());
+        assert!(combine_phases(std::iter::empty()).is_none());
+    }
+}

@@ -172,14 +172,17 @@ fn effect(
         return None;
     }
     let ms2 = rss2 / df2 as f64;
+    // An exact fit (to rounding) leaves no within-machine variance to test against: no test,
+    // rather than an infinite F.
+    if rss2 <= 1e-12 * rss1 {
+        return None;
+    }
     let f = ((rss1 - rss2).max(0.0) / df1 as f64) / ms2;
-    let p = if ms2 > 0.0 {
+    let p = {
         use statrs::distribution::{ContinuousCDF, FisherSnedecor};
         FisherSnedecor::new(df1 as f64, df2 as f64)
             .map(|d| d.sf(f))
             .unwrap_or(f64::NAN)
-    } else {
-        0.0
     };
     Some(MachineEffect {
         phase,
@@ -226,8 +229,18 @@ mod tests {
     }
 
     #[test]
-    fn one_machine_has_no_machine_effect() {
+    fn one_machine_or_an_exact_fit_has_no_machine_test() {
         let rows = [("plain", "m1", 0.0), ("plain", "m1", 0.1), ("x", "m1", 0.2)];
         assert!(effect(Phase::A, "c", "ttft_p90", &rows).is_none());
+        // Two machines, both configs shifted by exactly 0.2: nothing left within machines.
+        let exact = [
+            ("plain", "m1", 0.0),
+            ("plain", "m2", 0.2),
+            ("x", "m1", 0.1),
+            ("x", "m2", 0.3),
+            ("y", "m1", 0.5),
+            ("y", "m2", 0.7),
+        ];
+        assert!(effect(Phase::A, "c", "ttft_p90", &exact).is_none());
     }
 }

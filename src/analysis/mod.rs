@@ -155,6 +155,27 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
     let machines = machines::summarize(&cells, &per_launch);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
+    for (metric, phase, own, rest, f, p) in launch_noise.noisier_phases() {
+        warnings.push(format!(
+            "Phase {} launches spread more than the other phases' ({}: ±{:.1}% per launch, df {}, against ±{:.1}%, df {}; F {f:.1}, p {p:.3}): its cells without noise of their own carry the pool over every phase (±{:.1}%), which the other phases dominate, so their CIs (and H5/H6 for Phase B) may be too narrow",
+            phase.tag(),
+            launch_noise::metric_label(&metric),
+            own.relative_sd() * 100.0,
+            own.df,
+            rest.relative_sd() * 100.0,
+            rest.df,
+            launch_noise
+                .metrics
+                .get(&metric)
+                .map_or(f64::NAN, |pv| pv.relative_sd() * 100.0)
+        ));
+    }
+    if aa_taxes.is_empty() && launch_noise.ttft_known() {
+        warnings.push(
+            "no A/A noise floor: no config ran two launches on one machine in a tax cell, so no config is checked against its own repeat (an A/A compares launches on one machine); run >= 2 launches of plain per machine"
+                .to_owned(),
+        );
+    }
     warnings.extend(pairing_warnings(&tax_list));
     let same_cell = same_cell::checks(&engine);
     warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {

@@ -328,6 +328,11 @@ pub struct Tax {
     /// taxes against plain.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unpaired_launches: Vec<u32>,
+    /// The launches of this config and of plain that the TTFT tax compared (on `machines`).
+    #[serde(default)]
+    pub paired_launches: Vec<u32>,
+    #[serde(default)]
+    pub plain_launches: Vec<u32>,
 }
 
 /// An A/A tax of one config in one cell: its launches at even positions (A) against those at

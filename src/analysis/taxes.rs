@@ -186,7 +186,9 @@ impl<'a> TaxEngine<'a> {
             .iter()
             .filter_map(|l| {
                 let data = f(l).as_slice();
-                let est = crate::stats::quantile(data, q)?;
+                // A launch noise is a factor on the estimate: a launch whose estimate is not
+                // positive cannot carry it, and is left out rather than kept request-level.
+                let est = crate::stats::quantile(data, q).filter(|e| *e > 0.0 && e.is_finite())?;
                 let reps = self.replicates(
                     m,
                     (phase, cell),
@@ -291,12 +293,9 @@ impl<'a> TaxEngine<'a> {
         let step = self.step_diff(config, phase, cell);
         let cb = self.stat(config, phase, cell, Metric::CallbackP50);
         let both = [Metric::StepP50, Metric::CallbackP50];
-        let rest = match (&step, &cb) {
-            (Some((s, sr)), Some((c, cr))) => {
-                Some(self.value(s - c, &combine2(sr, cr, |a, b| a - b), "us", &both))
-            }
-            _ => None,
-        };
+        let rest = self
+            .step_minus_callbacks(config, phase, cell)
+            .map(|(e, r)| self.value(e, &r, "us", &both));
         Some(Tax {
             config: config.to_owned(),
             context,
@@ -316,7 +315,36 @@ impl<'a> TaxEngine<'a> {
             step_minus_callback_us: rest,
             machines: pairing.machines,
             unpaired_launches: pairing.unpaired,
+            paired_launches: pairing.a_used,
+            plain_launches: pairing.b_used,
         })
+    }
+
+    /// Step tax minus the callbacks within machines: per launch of X its step p50 minus its
+    /// callback p50, against plain's step p50 on the same machine ([`paired`], µs), so both
+    /// terms come from the same (paired) launches.
+    fn step_minus_callbacks(
+        &self,
+        config: &str,
+        phase: Phase,
+        cell: &str,
+    ) -> Option<(f64, Vec<f64>)> {
+        let cb = self.launch_stats(config, phase, cell, Metric::CallbackP50);
+        let x: Vec<LaunchStat> = self
+            .launch_stats(config, phase, cell, Metric::StepP50)
+            .into_iter()
+            .filter_map(|s| {
+                let c = cb.iter().find(|c| c.launch == s.launch)?;
+                Some(LaunchStat {
+                    est: s.est - c.est,
+                    reps: std::sync::Arc::new(combine2(&s.reps, &c.reps, |a, b| a - b)),
+                    ..s
+                })
+            })
+            .collect();
+        let p = self.launch_stats(BASELINE, phase, cell, Metric::StepP50);
+        let pair = paired(&x, &p, |v| v);
+        (!pair.machines.is_empty()).then_some((pair.est, pair.reps))
     }
 
     /// Phase A cells of `config` at `rate` (one per Phase A shape).
@@ -493,6 +521,9 @@ pub(crate) struct Paired {
     pub machines: Vec<String>,
     /// Launches of `a` on machines where `b` has none (not used).
     pub unpaired: Vec<u32>,
+    /// The launches of `a` and of `b` the comparison used (on the shared machines), sorted.
+    pub a_used: Vec<u32>,
+    pub b_used: Vec<u32>,
 }
 
 /// `a` against `b` within machines: on each machine with launches of both, the mean of `f`
@@ -520,12 +551,14 @@ pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64)
     let (mut num, mut wsum) = (0.0, 0.0);
     let mut reps = vec![0.0; nrep];
     let mut machines = Vec::new();
-    let mut unpaired = Vec::new();
+    let (mut unpaired, mut a_used, mut b_used) = (Vec::new(), Vec::new(), Vec::new());
     for (machine, ia) in &ga {
         let Some(ib) = gb.get(machine) else {
             unpaired.extend(ia.iter().map(|&i| a[i].launch));
             continue;
         };
+        a_used.extend(ia.iter().map(|&i| a[i].launch));
+        b_used.extend(ib.iter().map(|&i| b[i].launch));
         let (ka, kb) = (ia.len() as f64, ib.len() as f64);
         let w = ka * kb / (ka + kb);
         num += w * (mean(a, ia, &|l| f(l.est)) - mean(b, ib, &|l| f(l.est)));
@@ -536,6 +569,8 @@ pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64)
         machines.push(machine.clone());
     }
     unpaired.sort_unstable();
+    a_used.sort_unstable();
+    b_used.sort_unstable();
     if wsum > 0.0 {
         reps.iter_mut().for_each(|r| *r /= wsum);
     } else {
@@ -546,6 +581,8 @@ pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64)
         reps,
         machines,
         unpaired,
+        a_used,
+        b_used,
     }
 }
 

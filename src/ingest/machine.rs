@@ -62,6 +62,17 @@ pub(crate) fn machine_key(placement: Option<&Placement>, env: &BTreeMap<String, 
         .collect();
     gpus.sort();
     gpus.dedup();
+    // A cell measured on a GPU that env.txt does not list ran on another machine than the one
+    // that wrote env.txt (a launch resumed elsewhere rewrites env.txt and config.json, while
+    // summary.json keeps each cell's own placement): that GPU alone names its machine, which
+    // then pairs with nothing rather than with the wrong machine's plain.
+    if let Some(own) = placement
+        .and_then(|p| p.gpu_uuid.as_deref())
+        .map(|u| short(u.strip_prefix("GPU-").unwrap_or(u)))
+        .filter(|u| !u.is_empty() && !gpus.is_empty() && !gpus.contains(u))
+    {
+        return format!("GPU {own}");
+    }
     if gpus.is_empty() {
         UNRECORDED.to_owned()
     } else {
@@ -92,6 +103,13 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(machine_key(Some(&p), &env), "GPUs 13eae37f+49be2d53");
+        // A cell whose own placement names a GPU this env.txt does not list was measured on
+        // another machine (a launch resumed elsewhere rewrote env.txt): its GPU names it.
+        let elsewhere = Placement {
+            gpu_uuid: Some("GPU-7f02f1c6-ad97-a486-b656-d81d7b518b92".into()),
+            ..Default::default()
+        };
+        assert_eq!(machine_key(Some(&elsewhere), &env), "GPU 7f02f1c6");
     }
 
     #[test]

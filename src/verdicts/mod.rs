@@ -46,11 +46,50 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
         unstable: s.aa_taxes.iter().any(|a| a.unstable),
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
-    note_single_launches(&mut v, &s.launch_noise, |id| {
-        hypotheses::configs_in(&ctx, id)
-    });
+    note_single_launches(&mut v, &s.taxes, |id| hypotheses::configs_in(&ctx, id));
     note_same_cell(&mut v, &s.same_cell, |id| hypotheses::configs_in(&ctx, id));
+    note_noisier_phases(&mut v, &s.launch_noise);
     v
+}
+
+/// A verdict on Phase B (H5: TTFT p90, H6: TPOT p90, SC5: both) whose phase's launches spread
+/// more than the pool its cells carry says so: its CI may be too narrow.
+fn note_noisier_phases(
+    v: &mut Verdicts,
+    noise: &crate::analysis::launch_noise::LaunchNoiseSummary,
+) {
+    let noisier = noise.noisier_phases();
+    for x in testable_mut(v) {
+        let phase = hypotheses::phase_of(&x.id);
+        let metrics: &[&str] = match x.id.as_str() {
+            "h5" => &["ttft_p90"],
+            "h6" => &["tpot_p90"],
+            "sc5" => &["ttft_p90", "tpot_p90"],
+            _ => &[],
+        };
+        let hits: Vec<String> = noisier
+            .iter()
+            .filter(|(m, p, ..)| *p == phase && metrics.contains(&m.as_str()))
+            .map(|(m, _, own, rest, f, p)| {
+                format!(
+                    "{} ±{:.1}% per launch (df {}) against ±{:.1}% (df {}), F {f:.1}, p {p:.3}",
+                    crate::analysis::launch_noise::metric_label(m),
+                    own.relative_sd() * 100.0,
+                    own.df,
+                    rest.relative_sd() * 100.0,
+                    rest.df
+                )
+            })
+            .collect();
+        if !hits.is_empty() {
+            x.reason = format!(
+                "{}; Phase {}'s launches spread more than the pool its CIs carry ({}), so the CI may be too narrow (see Warnings)",
+                x.reason,
+                phase.tag(),
+                hits.join("; ")
+            );
+        }
+    }
 }
 
 /// Every hypothesis and success criterion that is not *not testable*.
@@ -94,18 +133,39 @@ fn note_same_cell(
     }
 }
 
-/// A tax verdict that rests on a config measured in one launch says so: that config's CI
-/// carries the launch noise pooled from the configs with ≥ 2 launches, not its own.
+/// A tax verdict that rests on a single launch of a config says so: the tax compares the
+/// config's launches with plain's on the machines they share, and when only one launch of
+/// either takes part its CI carries the launch noise of the other launches, not its own. The
+/// launches that count are those the taxes of the verdict's phase compared (at ref_safe for
+/// Phase A, any Phase B shape for Phase B), not every launch the config ran.
 fn note_single_launches(
     v: &mut Verdicts,
-    noise: &crate::analysis::launch_noise::LaunchNoiseSummary,
+    taxes: &[crate::analysis::model::Tax],
     configs_of: impl Fn(&str) -> &'static [&'static str],
 ) {
+    use crate::analysis::model::TaxContext;
     for x in testable_mut(v) {
         let phase = hypotheses::phase_of(&x.id);
-        let once: Vec<&str> = std::iter::once("plain")
-            .chain(configs_of(&x.id).iter().copied())
-            .filter(|c| noise.launches_of(phase, c) == Some(1))
+        let context = if phase == Phase::A {
+            TaxContext::RefSafe
+        } else {
+            TaxContext::ShapeB
+        };
+        let configs = configs_of(&x.id);
+        let compared: Vec<&crate::analysis::model::Tax> = taxes
+            .iter()
+            .filter(|t| t.context == context && !t.machines.is_empty())
+            .filter(|t| configs.contains(&t.config.as_str()))
+            .collect();
+        let plain_once = compared.iter().any(|t| t.plain_launches.len() == 1);
+        let once: Vec<&str> = plain_once
+            .then_some("plain")
+            .into_iter()
+            .chain(configs.iter().copied().filter(|c| {
+                compared
+                    .iter()
+                    .any(|t| t.config == *c && t.paired_launches.len() == 1)
+            }))
             .collect();
         if !once.is_empty() {
             let phase = if phase == Phase::A {
@@ -114,8 +174,9 @@ fn note_single_launches(
                 format!(" in Phase {}", phase.tag())
             };
             x.reason = format!(
-                "{}; rests on a single launch{phase} of {} (its CI carries the launch noise pooled \
-                 over the configs with >= 2 launches, not its own)",
+                "{}; rests on a single launch{phase} of {} among the launches its taxes compare \
+                 within machines (its CI carries the launch noise of the other launches, not its \
+                 own)",
                 x.reason,
                 once.join(" and ")
             );

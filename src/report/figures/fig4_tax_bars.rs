@@ -76,21 +76,19 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
     let mut once: Vec<&str> = ctx
         .r
         .summary
-        .launch_noise
-        .launches
-        .get(&ctax_schema::Phase::A)
-        .into_iter()
-        .flatten()
-        .filter(|(_, k)| **k == 1)
-        .map(|(c, _)| c.as_str())
+        .taxes
+        .iter()
+        .filter(|t| t.context == crate::analysis::model::TaxContext::RefSafe)
+        .filter(|t| t.paired_launches.len() == 1)
+        .map(|t| t.config.as_str())
         .collect();
     once.sort_by_key(|c| crate::report::config_rank(c));
     let once = if once.is_empty() {
         String::new()
     } else {
         format!(
-            " Measured in one launch (whiskers carry the launch noise pooled over the configs with \
-             >= 2 launches): {}.",
+            " Compared with plain through one launch (whiskers carry the launch noise of the other \
+             launches): {}.",
             once.join(", ")
         )
     };
@@ -100,13 +98,15 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
     );
     if contexts(ctx).len() == 1 && ctx.ref_safe().is_some() && ctx.ref_load().is_some() {
         return format!(
-            "Tax = p90(config) / p90(plain) - 1 in the Phase A cell at ref_safe = ref_load = {rs} req/s \
+            "Tax = p90(config) / p90(plain) - 1 on the same machine in the Phase A cell at ref_safe = \
+             ref_load = {rs} req/s \
              (one bar per config: at this rate the pure per-step tax and the queueing-amplified tax \
              are the same cell), with 95% bootstrap CIs. {h1}"
         );
     }
     format!(
-        "Tax = p90(config) / p90(plain) - 1 in the Phase A cell at ref_safe = {rs} req/s (solid: the pure \
+        "Tax = p90(config) / p90(plain) - 1 on the same machine in the Phase A cell at ref_safe = {rs} \
+         req/s (solid: the pure \
          per-step tax, no queueing) and at ref_load = {rl} req/s (light: tax plus the non-linear queueing \
          amplification near saturation), with 95% bootstrap CIs. The gap between the two bars of a config \
          is the amplification. {h1}"

@@ -163,6 +163,11 @@ pub(super) fn glance(
             "Noise floor (A/A)".to_owned(),
             format!("all {} A/A taxes straddle 0", s.aa_taxes.len()),
         ));
+    } else if n.ttft_known() {
+        glance.push((
+            "Noise floor (A/A)".to_owned(),
+            "none: no config ran two launches on one machine (see Warnings)".to_owned(),
+        ));
     }
     if let Some(t) = s
         .taxes
