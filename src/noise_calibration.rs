@@ -113,15 +113,13 @@ fn spec(s: &Setting, seed: u64) -> SynthSpec {
 /// A standard normal draw for machine `m` of seed `seed` (Box–Muller on a stream of its own, so
 /// the requests and launches stay as without machines).
 fn normal(seed: u64, m: u32) -> f64 {
-    use rand::{RngExt, SeedableRng};
+    use rand::SeedableRng;
     let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(crate::stats::stable_seed(
         seed,
         "machine-level",
         f64::from(m),
     ));
-    let u1: f64 = 1.0 - rng.random::<f64>();
-    let u2: f64 = rng.random::<f64>();
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    crate::stats::launch_noise::standard_normal(&mut rng)
 }
 
 /// Runs one seed of a setting under `tmp` and returns the ref_safe TTFT tax's detection,

@@ -35,10 +35,12 @@
 //! Configs need not share one noise level: on the H200 the LMCache configs' TPOT p90 moved
 //! 10–23% between launches where every other config moved ~1–2% (their CPU-side store path runs
 //! every step), and a pool over all configs spread that over every config's CI (±1.1% → ±5.6% at
-//! 2 req/s). Before pooling, a screen ([`noisier_groups`], one-sided F-tests of each config's own
-//! variance — its launches alone, within machines — against the rest's pool, Holm-adjusted, at
+//! 2 req/s). Before pooling, a screen ([`noisier_groups`], one-sided F-tests of each config's
+//! share of the pool — what its launches add to the additive model's residual over the df they
+//! add ([`share_of_pool`](crate::stats::launch_noise::share_of_pool)): its spread within machines and its lack of fit across them, which a
+//! config run once per machine shows only there — against the rest's pool, Holm-adjusted, at
 //! [`OWN_NOISE_ALPHA`]) picks the configs whose launches spread significantly more; each carries
-//! its own variance and df ([`OwnNoise`], its own χ² draws: with two launches a t₁ interval), in
+//! that share as its own variance and df ([`OwnNoise`], its own χ² draws: with two launches a t₁ interval), in
 //! a cell or over every cell, and the pools leave it out. A config measured once cannot be
 //! screened and carries the pool.
 //!
@@ -122,6 +124,36 @@ pub struct LaunchNoiseSummary {
     pub method: String,
 }
 
+/// A phase whose launches spread more than the other phases' ([`LaunchNoiseSummary::noisier_phases`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoisierPhase {
+    pub metric: String,
+    pub phase: Phase,
+    /// The phase's own pooled variance of the log per-launch estimates.
+    pub own: PooledVariance,
+    /// The pool of the other phases.
+    pub rest: PooledVariance,
+    /// The one-sided F statistic `own / rest` and its p-value.
+    pub f: f64,
+    pub p: f64,
+}
+
+impl NoisierPhase {
+    /// `TTFT p90 ±11.5% per launch (df 1) against ±4.1% (df 5), F 7.5, p 0.041`.
+    pub fn spread(&self) -> String {
+        format!(
+            "{} ±{:.1}% per launch (df {}) against ±{:.1}% (df {}), F {:.1}, p {:.3}",
+            metric_label(&self.metric),
+            self.own.relative_sd() * 100.0,
+            self.own.df,
+            self.rest.relative_sd() * 100.0,
+            self.rest.df,
+            self.f,
+            self.p
+        )
+    }
+}
+
 impl LaunchNoiseSummary {
     /// TTFT p90's launch noise is what every hypothesis needs.
     pub fn ttft_known(&self) -> bool {
@@ -176,10 +208,9 @@ impl LaunchNoiseSummary {
     }
 
     /// Per metric, the phases whose own variance is larger than the pool of the other phases
-    /// at the 5% level (one-sided F-test): (metric, phase, its variance, the others' pool, F,
-    /// p). Their cells without a pool of their own carry the pool over every phase, which the
-    /// others dominate, so their CIs may be too narrow.
-    pub fn noisier_phases(&self) -> Vec<(String, Phase, PooledVariance, PooledVariance, f64, f64)> {
+    /// at the 5% level (one-sided F-test). Their cells without a pool of their own carry the
+    /// pool over every phase, which the others dominate, so their CIs may be too narrow.
+    pub fn noisier_phases(&self) -> Vec<NoisierPhase> {
         use statrs::distribution::{ContinuousCDF, FisherSnedecor};
         let mut out = Vec::new();
         for (metric, phases) in &self.phases {
@@ -198,7 +229,14 @@ impl LaunchNoiseSummary {
                 };
                 let p = d.sf(f);
                 if p < 0.05 {
-                    out.push((metric.clone(), *phase, *pv, rest, f, p));
+                    out.push(NoisierPhase {
+                        metric: metric.clone(),
+                        phase: *phase,
+                        own: *pv,
+                        rest,
+                        f,
+                        p,
+                    });
                 }
             }
         }
@@ -368,15 +406,12 @@ impl NoiseModel {
                 if of_configs(&|_| true).is_none_or(|pv| pv.df < MIN_CELL_DF) {
                     continue;
                 }
-                let own: Vec<(&str, PooledVariance)> = members
-                    .iter()
-                    .filter_map(|(c, v)| residual_variance(&rows([*v])).map(|pv| (*c, pv)))
-                    .collect();
+                let names: Vec<&str> = members.iter().map(|(c, _)| *c).collect();
                 let pool_of_configs = |idx: &[usize]| {
-                    let names: Vec<&str> = idx.iter().map(|&i| own[i].0).collect();
-                    of_configs(&|c| names.contains(&c))
+                    let chosen: Vec<&str> = idx.iter().map(|&i| names[i]).collect();
+                    of_configs(&|c| chosen.contains(&c))
                 };
-                let flagged = screen(&own, pool_of_configs, name, Some(&tag));
+                let flagged = screen(&names, pool_of_configs, name, Some(&tag));
                 let loud: Vec<&str> = flagged.iter().map(|(o, _)| o.config.as_str()).collect();
                 // The configs the screen leaves keep the cell's pool while it has the contrasts
                 // a cell needs; else they carry the pool over every cell.
@@ -402,7 +437,7 @@ impl NoiseModel {
                 }
             }
             // Over every cell: the (config, cell)s no cell's screen took, each config's own
-            // variance (its launches alone: within machines), the screen, then the pool of the
+            // share of the pool (its launches' spread and lack of fit), the screen, then the pool of the
             // configs it leaves — the rest in each F-test is that same pool.
             let kept: Vec<(String, &ConfigObs)> = unsaturated
                 .iter()
@@ -472,15 +507,11 @@ impl NoiseModel {
             // The pool over every cell: the phases weighted by their contrasts, so Phase A's
             // rates over the same launches do not outvote another phase's own evidence.
             let of = |keep: &dyn Fn(&str) -> bool| combine_phases(phases_of(keep).values());
-            let own_all: Vec<(&str, PooledVariance)> = configs
-                .iter()
-                .filter_map(|c| of(&|x: &str| x == *c).map(|pv| (*c, pv)))
-                .collect();
             let pool_of_configs = |idx: &[usize]| {
-                let names: Vec<&str> = idx.iter().map(|&i| own_all[i].0).collect();
-                of(&|x: &str| names.contains(&x))
+                let chosen: Vec<&str> = idx.iter().map(|&i| configs[i]).collect();
+                of(&|x: &str| chosen.contains(&x))
             };
-            let flagged_all = screen(&own_all, pool_of_configs, name, None);
+            let flagged_all = screen(&configs, pool_of_configs, name, None);
             for (o, draws_key) in &flagged_all {
                 let pv = o.variance;
                 model.own_draws.insert(
@@ -631,26 +662,26 @@ fn rows<'o>(groups: impl IntoIterator<Item = &'o Vec<Obs>>) -> Vec<LaunchObs<'o>
         .collect()
 }
 
-/// The configs of `own` (each config's own variance in one scope) the screen gives their own
-/// noise, with the key that seeds their draws; `rest_of(indices)` is the pool of those configs
-/// as the summary reports it.
+/// The configs of `names` (the configs in one scope) the screen gives their own noise — their
+/// share of the scope's pool ([`share_of_pool`](crate::stats::launch_noise::share_of_pool): their within-machine spread and their lack of
+/// fit across machines) — with the key that seeds their draws; `pool_of(indices)` is the pool of
+/// those configs as the summary reports it.
 fn screen(
-    own: &[(&str, PooledVariance)],
-    rest_of: impl Fn(&[usize]) -> Option<PooledVariance>,
+    names: &[&str],
+    pool_of: impl Fn(&[usize]) -> Option<PooledVariance>,
     metric: &str,
     cell: Option<&str>,
 ) -> Vec<(OwnNoise, String)> {
-    let pvs: Vec<PooledVariance> = own.iter().map(|(_, pv)| *pv).collect();
-    noisier_groups(&pvs, rest_of, OWN_NOISE_ALPHA)
+    noisier_groups(names.len(), pool_of, OWN_NOISE_ALPHA)
         .into_iter()
         .map(|g| {
-            let (config, variance) = own[g.index];
+            let config = names[g.index];
             let key = format!("{metric}|own|{}|{config}", cell.unwrap_or("*"));
             let o = OwnNoise {
                 config: config.to_owned(),
                 metric: metric.to_owned(),
                 cell: cell.map(str::to_owned),
-                variance,
+                variance: g.variance,
                 f: g.f,
                 rest_df: g.df.1,
                 p_adjusted: g.p_adjusted,
@@ -702,9 +733,10 @@ pub(crate) const METHOD: &str = "launch-level random effect: per metric, the var
      unsaturated cells: launches of one config on one machine, plus a config whose difference from \
      another changes between machines; machine levels shared by every config are not noise), df = \
      launches - rank, estimated per cell where that gives >= 4 df, else pooled over every cell with df \
-     capped at the independent launch contrasts; a config whose launches spread more than the others' \
-     pool (one-sided F-test, Holm-adjusted, 1%) carries its own variance and df there and is left out \
-     of the pool; a launch's estimate gets replicates est * exp(sqrt(max(s2_b, v_req)) * z), s2_b = s2 \
+     capped at the independent launch contrasts; a config whose share of that residual (what its \
+     launches add to it over the df they add: its spread within machines and its lack of fit across \
+     them) exceeds the others' pool (one-sided F-test, Holm-adjusted, 1%) carries that share as its \
+     own variance and df there and is left out of the pool; a launch's estimate gets replicates est * exp(sqrt(max(s2_b, v_req)) * z), s2_b = s2 \
      * df / chi2_df drawn once per replicate and shared by every statistic of the metric in the cell \
      (t-calibrated taxes), v_req the launch's request-level bootstrap variance (a floor); with no cell \
      at >= 2 launches no tax is called detected";
@@ -734,13 +766,13 @@ mod tests {
         );
         let hits = s.noisier_phases();
         assert_eq!(hits.len(), 1, "{hits:?}");
-        let (metric, phase, _, rest, f, p) = &hits[0];
+        let h = &hits[0];
         assert_eq!(
-            (metric.as_str(), *phase, rest.df),
+            (h.metric.as_str(), h.phase, h.rest.df),
             ("ttft_p90", Phase::B, 5)
         );
-        assert!((f - 7.375).abs() < 1e-12, "{f}");
-        assert!((p - 0.0420).abs() < 5e-4, "{p}");
+        assert!((h.f - 7.375).abs() < 1e-12, "{}", h.f);
+        assert!((h.p - 0.0420).abs() < 5e-4, "{}", h.p);
         s.phases
             .get_mut("ttft_p90")
             .unwrap()

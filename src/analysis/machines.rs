@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
+use super::launch_noise::{OwnNoise, cell_tag};
 use super::model::CellStats;
 use super::taxes::Metric;
 use crate::ingest::machine::UNRECORDED;
-use crate::stats::linear::{least_squares_rss, levels_of_second, two_way_dummies};
+use crate::stats::launch_noise::{LaunchObs, additive_residual};
 
 /// The metrics the machine effect is tested on.
 const METRICS: [(Metric, &str); 2] = [(Metric::TtftP90, "ttft_p90"), (Metric::TpotP90, "tpot_p90")];
@@ -59,13 +60,21 @@ pub struct MachineEffect {
 }
 
 pub(crate) const METHOD: &str = "machine effect: per cell and metric, an F-test of the machines \
-     on the log per-launch estimates of the unsaturated configs (ordinary least squares, config + \
-     machine dummies against config dummies alone); a machine is one boot of one host \
+     on the log per-launch estimates of the unsaturated configs that share the launch-noise pool \
+     (a config the noise screen gives its own noise, e.g. one whose tax changes between machines, \
+     is left out) (ordinary least squares, config + machine dummies against config dummies \
+     alone); a machine is one boot of one host \
      (placement.machine_id), else the host's GPU UUIDs in env.txt; taxes and launch noise \
      compare launches on the same machine only";
 
-/// The machine listing and the machine-effect tests. `pooled` must carry the saturation flags.
-pub(crate) fn summarize(pooled: &[CellStats], per_launch: &[CellStats]) -> MachinesSummary {
+/// The machine listing and the machine-effect tests. `pooled` must carry the saturation flags;
+/// `own` is the launch-noise screen's list: a config with its own noise for a metric in a cell
+/// (or over every cell) is left out of that cell's test, as it is out of the pool.
+pub(crate) fn summarize(
+    pooled: &[CellStats],
+    per_launch: &[CellStats],
+    own: &[OwnNoise],
+) -> MachinesSummary {
     type Entry = ((usize, String), u32, String);
     let mut launches: BTreeMap<String, BTreeMap<Phase, Vec<Entry>>> = BTreeMap::new();
     for c in per_launch {
@@ -126,15 +135,27 @@ pub(crate) fn summarize(pooled: &[CellStats], per_launch: &[CellStats]) -> Machi
             .filter(|c| !c.saturated())
             .map(|c| c.key.config.as_str())
             .collect();
+        let tag = cell_tag(phase, cell);
         for (m, name) in METRICS {
-            let rows: Vec<(&str, &str, f64)> = per_launch
+            let screened = |config: &str| {
+                own.iter().any(|o| {
+                    o.metric == name
+                        && o.config == config
+                        && o.cell.as_deref().is_none_or(|c| c == tag)
+                })
+            };
+            let rows: Vec<LaunchObs> = per_launch
                 .iter()
                 .filter(|c| c.launch.is_some() && c.key.phase == phase && c.key.cell == cell)
                 .filter(|c| unsaturated.contains(&c.key.config.as_str()))
+                .filter(|c| !screened(&c.key.config))
                 .filter_map(|c| {
-                    let v = m.point(c).filter(|v| *v > 0.0 && v.is_finite())?;
-                    let machine = c.machine.as_deref().unwrap_or(UNRECORDED);
-                    Some((c.key.config.as_str(), machine, v.ln()))
+                    let value = m.point(c).filter(|v| *v > 0.0 && v.is_finite())?;
+                    Some(LaunchObs {
+                        config: c.key.config.as_str(),
+                        machine: c.machine.as_deref().unwrap_or(UNRECORDED),
+                        value,
+                    })
                 })
                 .collect();
             effects.extend(effect(phase, cell, name, &rows));
@@ -147,26 +168,26 @@ pub(crate) fn summarize(pooled: &[CellStats], per_launch: &[CellStats]) -> Machi
     }
 }
 
-/// The F-test of the machines over `rows` = (config, machine, log estimate); `None` with fewer
-/// than 2 machines or no degrees of freedom left for either mean square.
-fn effect(
-    phase: Phase,
-    cell: &str,
-    metric: &str,
-    rows: &[(&str, &str, f64)],
-) -> Option<MachineEffect> {
-    let keys: Vec<(&str, &str)> = rows.iter().map(|r| (r.0, r.1)).collect();
-    let machines = levels_of_second(&keys);
+/// The F-test of the machines over `rows` (estimates > 0, the models on their log): the
+/// additive config + machine model ([`additive_residual`], what the launch noise uses) against
+/// config alone (the same with every launch on one machine). `None` with fewer than 2 machines
+/// or no degrees of freedom left for either mean square.
+fn effect(phase: Phase, cell: &str, metric: &str, rows: &[LaunchObs]) -> Option<MachineEffect> {
+    let mut machines: Vec<&str> = rows.iter().map(|r| r.machine).collect();
+    machines.sort_unstable();
+    machines.dedup();
+    let machines = machines.len();
     if machines < 2 {
         return None;
     }
-    let y: Vec<f64> = rows.iter().map(|r| r.2).collect();
-    let design = |with_machines: bool| two_way_dummies(&keys, with_machines);
-    let (rss1, rank1) = least_squares_rss(&design(false), &y);
-    let (rss2, rank2) = least_squares_rss(&design(true), &y);
-    let n = y.len();
-    let df_all = n.checked_sub(rank1)?;
-    let df2 = n.checked_sub(rank2)?;
+    let one_machine: Vec<LaunchObs> = rows
+        .iter()
+        .map(|r| LaunchObs { machine: "", ..*r })
+        .collect();
+    let (rss1, df_all) = additive_residual(&one_machine);
+    let (rss2, df2) = additive_residual(rows);
+    let (df_all, df2) = (df_all as usize, df2 as usize);
+    let n = rows.len();
     let df1 = df_all.checked_sub(df2)?;
     if df1 == 0 || df2 == 0 {
         return None;
@@ -203,6 +224,17 @@ fn effect(
 mod tests {
     use super::*;
 
+    /// Rows of (config, machine, log estimate) as launch observations (the estimate itself).
+    fn obs<'a>(rows: &[(&'a str, &'a str, f64)]) -> Vec<LaunchObs<'a>> {
+        rows.iter()
+            .map(|&(config, machine, log)| LaunchObs {
+                config,
+                machine,
+                value: log.exp(),
+            })
+            .collect()
+    }
+
     /// Five launches on two machines, machine m2 about exp(0.2) slower for both configs. The
     /// residual sums of squares are numpy's (`np.linalg.lstsq` on config dummies: 0.048916…,
     /// rank 2, so df 3; on config + machine dummies: 0.000228571…, rank 3, df 2), so
@@ -216,7 +248,7 @@ mod tests {
             ("x", "m1", 0.10),
             ("x", "m2", 0.31),
         ];
-        let e = effect(Phase::A, "c", "ttft_p90", &rows).expect("two machines");
+        let e = effect(Phase::A, "c", "ttft_p90", &obs(&rows)).expect("two machines");
         assert_eq!((e.machines, e.launches, e.df1, e.df2), (2, 5, 1, 2));
         let (rss1, rss2) = (0.048_916_666_666_666_66, 0.000_228_571_428_571_428_65);
         let f = (rss1 - rss2) / (rss2 / 2.0);
@@ -231,7 +263,7 @@ mod tests {
     #[test]
     fn one_machine_or_an_exact_fit_has_no_machine_test() {
         let rows = [("plain", "m1", 0.0), ("plain", "m1", 0.1), ("x", "m1", 0.2)];
-        assert!(effect(Phase::A, "c", "ttft_p90", &rows).is_none());
+        assert!(effect(Phase::A, "c", "ttft_p90", &obs(&rows)).is_none());
         // Two machines, both configs shifted by exactly 0.2: nothing left within machines.
         let exact = [
             ("plain", "m1", 0.0),
@@ -241,6 +273,6 @@ mod tests {
             ("y", "m1", 0.5),
             ("y", "m2", 0.7),
         ];
-        assert!(effect(Phase::A, "c", "ttft_p90", &exact).is_none());
+        assert!(effect(Phase::A, "c", "ttft_p90", &obs(&exact)).is_none());
     }
 }

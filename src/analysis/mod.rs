@@ -153,20 +153,16 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         opts.bootstrap.seed,
     );
     let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
-    let machines = machines::summarize(&cells, &per_launch);
+    let machines = machines::summarize(&cells, &per_launch, &launch_noise.own);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
-    for (metric, phase, own, rest, f, p) in launch_noise.noisier_phases() {
+    for n in launch_noise.noisier_phases() {
         warnings.push(format!(
-            "Phase {} launches spread more than the other phases' ({}: ±{:.1}% per launch, df {}, against ±{:.1}%, df {}; F {f:.1}, p {p:.3}): its cells without noise of their own carry the pool over every phase (±{:.1}%), which the other phases dominate, so their CIs (and H5/H6 for Phase B) may be too narrow",
-            phase.tag(),
-            launch_noise::metric_label(&metric),
-            own.relative_sd() * 100.0,
-            own.df,
-            rest.relative_sd() * 100.0,
-            rest.df,
+            "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own carry the pool over every phase (±{:.1}%), which the other phases dominate, so their CIs (and H5/H6 for Phase B) may be too narrow",
+            n.phase.tag(),
+            n.spread(),
             launch_noise
                 .metrics
-                .get(&metric)
+                .get(&n.metric)
                 .map_or(f64::NAN, |pv| pv.relative_sd() * 100.0)
         ));
     }

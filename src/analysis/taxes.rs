@@ -250,16 +250,9 @@ impl<'a> TaxEngine<'a> {
         cell: &str,
         m: Metric,
     ) -> Result<(f64, Vec<f64>), String> {
-        let p = self.against_plain(config, phase, cell, m, f64::ln)?;
-        Ok((p.est.exp_m1(), p.reps.iter().map(|r| r.exp_m1()).collect()))
-    }
-
-    /// Absolute step tax `p50(X) − p50(plain)` (µs) within machines.
-    fn step_diff(&self, config: &str, phase: Phase, cell: &str) -> Option<(f64, Vec<f64>)> {
-        let p = self
-            .against_plain(config, phase, cell, Metric::StepP50, |v| v)
-            .ok()?;
-        Some((p.est, p.reps))
+        Ok(self
+            .against_plain(config, phase, cell, m, f64::ln)?
+            .relative())
     }
 
     /// A tax value from `ms`' replicates: its CI and whether the CI detects anything.
@@ -280,21 +273,35 @@ impl<'a> TaxEngine<'a> {
             cell: cell.to_owned(),
         };
         let st = self.stats.get(&key)?;
-        let rel = |m| {
-            self.relative(config, phase, cell, m)
-                .ok()
-                .map(|(e, r)| self.value(e, &r, "fraction", &[m]))
+        let rel = |p: Result<Paired, String>, m| {
+            p.ok().map(|p| {
+                let (e, r) = p.relative();
+                self.value(e, &r, "fraction", &[m])
+            })
         };
-        let pairing = paired(
-            &self.launch_stats(config, phase, cell, Metric::TtftP90),
-            &self.launch_stats(BASELINE, phase, cell, Metric::TtftP90),
-            f64::ln,
-        );
-        let step = self.step_diff(config, phase, cell);
+        // TTFT's comparison names the machines and launches the tax used (the launches without
+        // plain on their machine, all of them when there is no comparison).
+        let ttft = self.against_plain(config, phase, cell, Metric::TtftP90, f64::ln);
+        let pairing = match &ttft {
+            Ok(p) => p.clone(),
+            Err(_) => Paired {
+                unpaired: self
+                    .launch_stats(config, phase, cell, Metric::TtftP90)
+                    .iter()
+                    .map(|l| l.launch)
+                    .collect(),
+                ..Paired::default()
+            },
+        };
+        let tpot = self.against_plain(config, phase, cell, Metric::TpotP90, f64::ln);
+        // One set of step statistics for the step tax and for step − callbacks.
+        let x_step = self.launch_stats(config, phase, cell, Metric::StepP50);
+        let p_step = self.launch_stats(BASELINE, phase, cell, Metric::StepP50);
+        let step = paired(&x_step, &p_step, |v| v).compared();
         let cb = self.stat(config, phase, cell, Metric::CallbackP50);
         let both = [Metric::StepP50, Metric::CallbackP50];
         let rest = self
-            .step_minus_callbacks(config, phase, cell)
+            .step_minus_callbacks(config, phase, cell, x_step, &p_step)
             .map(|(e, r)| self.value(e, &r, "us", &both));
         Some(Tax {
             config: config.to_owned(),
@@ -304,8 +311,8 @@ impl<'a> TaxEngine<'a> {
             rate: st.rate,
             input_len: st.input_len,
             output_len: st.output_len,
-            ttft_p90: rel(Metric::TtftP90),
-            tpot_p90: rel(Metric::TpotP90),
+            ttft_p90: rel(ttft, Metric::TtftP90),
+            tpot_p90: rel(tpot, Metric::TpotP90),
             step_p50_us: step
                 .as_ref()
                 .map(|(e, r)| self.value(*e, r, "us", &[Metric::StepP50])),
@@ -320,18 +327,19 @@ impl<'a> TaxEngine<'a> {
         })
     }
 
-    /// Step tax minus the callbacks within machines: per launch of X its step p50 minus its
-    /// callback p50, against plain's step p50 on the same machine ([`paired`], µs), so both
-    /// terms come from the same (paired) launches.
+    /// Step tax minus the callbacks within machines: per launch of X its step p50 (`x_step`)
+    /// minus its callback p50, against plain's step p50 (`p_step`) on the same machine
+    /// ([`paired`], µs), so both terms come from the same (paired) launches.
     fn step_minus_callbacks(
         &self,
         config: &str,
         phase: Phase,
         cell: &str,
+        x_step: Vec<LaunchStat>,
+        p_step: &[LaunchStat],
     ) -> Option<(f64, Vec<f64>)> {
         let cb = self.launch_stats(config, phase, cell, Metric::CallbackP50);
-        let x: Vec<LaunchStat> = self
-            .launch_stats(config, phase, cell, Metric::StepP50)
+        let x: Vec<LaunchStat> = x_step
             .into_iter()
             .filter_map(|s| {
                 let c = cb.iter().find(|c| c.launch == s.launch)?;
@@ -342,9 +350,7 @@ impl<'a> TaxEngine<'a> {
                 })
             })
             .collect();
-        let p = self.launch_stats(BASELINE, phase, cell, Metric::StepP50);
-        let pair = paired(&x, &p, |v| v);
-        (!pair.machines.is_empty()).then_some((pair.est, pair.reps))
+        paired(&x, p_step, |v| v).compared()
     }
 
     /// Phase A cells of `config` at `rate` (one per Phase A shape).
@@ -437,8 +443,8 @@ impl TaxEngine<'_> {
             let (a, b) = split(m);
             let p = paired(&a, &b, f64::ln);
             (!p.machines.is_empty()).then(|| {
-                let reps: Vec<f64> = p.reps.iter().map(|r| r.exp_m1()).collect();
-                (self.value(p.est.exp_m1(), &reps, "fraction", &[m]), p)
+                let (e, r) = p.relative();
+                (self.value(e, &r, "fraction", &[m]), p)
             })
         };
         let (ttft_p90, pairing) = match rel(Metric::TtftP90) {
@@ -450,14 +456,13 @@ impl TaxEngine<'_> {
             t.as_ref()
                 .is_some_and(|t| matches!(t.detection, Detection::Tax | Detection::Negative))
         });
-        let (a, b) = split(Metric::TtftP90);
         Some(AaTax {
             config: config.to_owned(),
             context,
             phase,
             cell: cell.to_owned(),
-            launches_a: a.iter().map(|l| l.launch).collect(),
-            launches_b: b.iter().map(|l| l.launch).collect(),
+            launches_a: pairing.a_used,
+            launches_b: pairing.b_used,
             machines: pairing.machines,
             ttft_p90,
             tpot_p90,
@@ -511,7 +516,7 @@ pub(crate) struct LaunchStat {
 }
 
 /// The within-machine comparison of two sets of launches (DESIGN.md §4.3 "Machines").
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct Paired {
     /// Weighted mean over the shared machines of `mean f(a) − mean f(b)`; NaN without one.
     pub est: f64,
@@ -524,6 +529,21 @@ pub(crate) struct Paired {
     /// The launches of `a` and of `b` the comparison used (on the shared machines), sorted.
     pub a_used: Vec<u32>,
     pub b_used: Vec<u32>,
+}
+
+impl Paired {
+    /// A comparison of log estimates as a relative tax: `exp(θ) − 1` and its replicates.
+    fn relative(&self) -> (f64, Vec<f64>) {
+        (
+            self.est.exp_m1(),
+            self.reps.iter().map(|r| r.exp_m1()).collect(),
+        )
+    }
+
+    /// The estimate and replicates, when the two sets shared a machine.
+    fn compared(self) -> Option<(f64, Vec<f64>)> {
+        (!self.machines.is_empty()).then_some((self.est, self.reps))
+    }
 }
 
 /// `a` against `b` within machines: on each machine with launches of both, the mean of `f`

@@ -28,7 +28,7 @@ fn short(id: &str) -> String {
 
 /// A boot id as a key: its first 8 hex digits when it is a UUID (as the kernel writes it), else
 /// the whole id (an id set by hand need not be random in its first characters).
-fn boot_key(id: &str) -> String {
+pub(crate) fn boot_key(id: &str) -> String {
     let uuid = id.len() == 36
         && id.chars().enumerate().all(|(i, c)| {
             matches!(i, 8 | 13 | 18 | 23) == (c == '-') && (c == '-' || c.is_ascii_hexdigit())

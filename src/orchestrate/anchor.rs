@@ -95,11 +95,6 @@ pub(crate) fn decide(
     out
 }
 
-/// The first 8 characters of a boot id, for messages (the analysis names machines the same way).
-fn short(id: &str) -> String {
-    id.chars().take(8).collect()
-}
-
 /// Adds the anchor(s) of stage `stage` (`A` or `B`) to `blocks` (its plan over `configs`) when
 /// the profile's `plain_on_every_machine` is on, and says so on stderr.
 pub(crate) fn add(
@@ -170,7 +165,8 @@ pub(crate) fn add(
         return;
     };
     let phase = format!("Phase {stage}");
-    let boot = short(&machine);
+    // Named as the analysis names machines (`boot 1a2b3c4d`).
+    let boot = crate::ingest::machine::boot_key(&machine);
     // At the head of the queue with the fewest launches left: the stage gets no longer than it
     // must, and the anchor starts with the stage's first launches.
     for a in anchors.into_iter().rev() {
@@ -178,14 +174,12 @@ pub(crate) fn add(
             Anchor::New(k) => (
                 k,
                 format!(
-                    "anchor for this machine (boot {boot}): no plain launch of {phase} ran here yet"
+                    "anchor for this machine ({boot}): no plain launch of {phase} ran here yet"
                 ),
             ),
             Anchor::Resume(k) => (
                 k,
-                format!(
-                    "anchor for this machine (boot {boot}): its incomplete plain launch, resumed"
-                ),
+                format!("anchor for this machine ({boot}): its incomplete plain launch, resumed"),
             ),
         };
         let slot = (0..block.queues.len())

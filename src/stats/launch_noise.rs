@@ -22,7 +22,8 @@
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
-use rand_distr_lite::{chi_squared, standard_normal};
+use rand_distr_lite::chi_squared;
+pub(crate) use rand_distr_lite::standard_normal;
 
 use super::bootstrap::stable_seed;
 use super::linear::two_way_dummies;
@@ -132,45 +133,71 @@ pub(crate) fn launch_contrasts(launches: &[(&str, &str)]) -> u32 {
 }
 
 /// A group whose launches spread more than the pool of the others allows: its index in the
-/// input, the variance ratio `F = s²_group / s²_rest`, its degrees of freedom, and the
-/// Holm-adjusted one-sided p-value.
+/// input, its share of the pool ([`share_of_pool`]), the variance ratio `F = s²_group /
+/// s²_rest`, its degrees of freedom, and the Holm-adjusted one-sided p-value.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct NoisierGroup {
     pub index: usize,
+    pub variance: PooledVariance,
     pub f: f64,
     pub df: (u32, u32),
     pub p_adjusted: f64,
 }
 
-/// The groups (configs) whose per-launch variance is significantly larger than that of the
-/// others pooled: a step-down of one-sided F-tests, each group against the pool of the groups
-/// still in it (`rest_of(indices)`: the pool exactly as the caller will report it), the smallest
-/// p first, Holm-adjusted (p × groups still tested, never below the previous step's) and stopped
-/// at the first that is not below `alpha` — the variance-outlier screen of inter-laboratory
-/// studies (ISO 5725-2 tests the largest lab variance, Cochran's C, at 1%), for unequal df. The
-/// rest is recomputed after each removal, so this is Holm's bound on the first step and a
-/// step-down screen after it. A group needs df ≥ 1 and a rest with df ≥ 1; a rest whose
-/// variance is 0 flags any group with a positive one (F = ∞, p = 0); ties of the p-value go to
-/// the lower index. Flagging reads the values, so the pool of the rest is what a variance screen
-/// leaves: at `alpha` = 1% it drops a homogeneous group rarely (`ctax calibrate-noise` checks the
-/// coverage that results, DESIGN.md §4.3).
+/// A group's share of a pool: what adding its launches to the pool of the others (`without`)
+/// adds to the residual sum of squares (`with`), over the degrees of freedom it adds —
+/// `(SS_with − SS_without) / (df_with − df_without)`. For groups whose pools simply add (one-way
+/// ANOVA) that is the group's own variance; in the additive config + machine model it is the
+/// group's within-machine spread *and* its lack of fit (a config whose difference from the
+/// others changes between machines), which the group's own launches cannot show when it ran once
+/// per machine. Under the model (one noise level, additive) it is σ²·χ²_df/df, independent of
+/// the pool without it (recursive residuals), so its ratio to that pool is F-distributed. `None`
+/// when the group adds no degrees of freedom.
+pub(crate) fn share_of_pool(
+    with: Option<PooledVariance>,
+    without: Option<PooledVariance>,
+) -> Option<PooledVariance> {
+    let with = with?;
+    let (ss0, df0) = without.map_or((0.0, 0), |p| (p.var * f64::from(p.df), p.df));
+    let df = with.df.checked_sub(df0).filter(|d| *d > 0)?;
+    Some(PooledVariance {
+        var: (with.var * f64::from(with.df) - ss0).max(0.0) / f64::from(df),
+        df,
+        groups: 1,
+    })
+}
+
+/// The groups (configs) whose share of the pool is significantly larger than the pool of the
+/// others: a step-down of one-sided F-tests, each group's share ([`share_of_pool`]) against the
+/// pool of the groups still in it without it (`pool_of(indices)`: the pool exactly as the caller
+/// will report it), the smallest p first, Holm-adjusted (p × groups tested in that step, never
+/// below the previous step's) and stopped at the first that is not below `alpha` — the
+/// variance-outlier screen of inter-laboratory studies (ISO 5725-2 tests the largest lab
+/// variance, Cochran's C, at 1%), for unequal df. The pool is recomputed after each removal, so
+/// this is Holm's bound on the first step and a step-down screen after it. A group is tested
+/// when it adds df ≥ 1 to a rest with df ≥ 1; a rest whose variance is 0 flags any group with a
+/// positive share (F = ∞, p = 0); ties of the p-value go to the lower index. Flagging reads the
+/// values, so the pool of the rest is what a variance screen leaves: at `alpha` = 1% it drops a
+/// homogeneous group rarely (`ctax calibrate-noise` checks the coverage that results, DESIGN.md
+/// §4.3).
 pub(crate) fn noisier_groups(
-    groups: &[PooledVariance],
-    rest_of: impl Fn(&[usize]) -> Option<PooledVariance>,
+    n: usize,
+    pool_of: impl Fn(&[usize]) -> Option<PooledVariance>,
     alpha: f64,
 ) -> Vec<NoisierGroup> {
     use statrs::distribution::{ContinuousCDF, FisherSnedecor};
-    let mut pool: Vec<usize> = (0..groups.len())
-        .filter(|&i| groups[i].df > 0 && groups[i].var.is_finite())
-        .collect();
+    let mut pool: Vec<usize> = (0..n).collect();
     let mut out = Vec::new();
     let mut previous = 0.0f64;
     while pool.len() >= 2 {
+        let all = pool_of(&pool);
         let mut best: Option<NoisierGroup> = None;
+        let mut tested = 0usize;
         for &i in &pool {
-            let g = &groups[i];
             let others: Vec<usize> = pool.iter().copied().filter(|&j| j != i).collect();
-            let Some(rest) = rest_of(&others).filter(|r| r.df > 0 && r.var.is_finite()) else {
+            let rest = pool_of(&others).filter(|r| r.df > 0 && r.var.is_finite());
+            let Some(rest) = rest else { continue };
+            let Some(g) = share_of_pool(all, Some(rest)).filter(|g| g.var.is_finite()) else {
                 continue;
             };
             let (f, p) = if rest.var > 0.0 {
@@ -184,9 +211,11 @@ pub(crate) fn noisier_groups(
             } else {
                 continue;
             };
+            tested += 1;
             if best.is_none_or(|b| p < b.p_adjusted) {
                 best = Some(NoisierGroup {
                     index: i,
+                    variance: g,
                     f,
                     df: (g.df, rest.df),
                     p_adjusted: p,
@@ -194,7 +223,7 @@ pub(crate) fn noisier_groups(
             }
         }
         let Some(mut b) = best else { break };
-        b.p_adjusted = (b.p_adjusted * pool.len() as f64).min(1.0).max(previous);
+        b.p_adjusted = (b.p_adjusted * tested as f64).min(1.0).max(previous);
         if b.p_adjusted >= alpha {
             break;
         }
@@ -245,7 +274,7 @@ mod rand_distr_lite {
     use rand::RngExt;
     use rand::rngs::Xoshiro256PlusPlus;
 
-    pub(super) fn standard_normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
+    pub(crate) fn standard_normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
         // Box–Muller on (0, 1] × [0, 1).
         let u1: f64 = 1.0 - rng.random::<f64>();
         let u2: f64 = rng.random::<f64>();
@@ -453,7 +482,66 @@ mod tests {
     }
 
     fn screen(groups: &[PooledVariance], alpha: f64) -> Vec<NoisierGroup> {
-        noisier_groups(groups, |idx| pool_of(groups, idx), alpha)
+        noisier_groups(groups.len(), |idx| pool_of(groups, idx), alpha)
+    }
+
+    /// A config measured once per machine whose difference from the others changes between
+    /// machines (its lack of fit) has no spread of its own (df 0 alone), but its share of the
+    /// additive config + machine pool shows it. Three configs on three machines (log values);
+    /// y is about +1 but +1.4 on m2. Reference (numpy `lstsq` on config + machine dummies,
+    /// scipy `f.sf`): RSS 0.139135927 on df 8 with y, 0.000933333 on df 6 without; y's share
+    /// (0.139135927 − 0.000933333) / 2 = 0.0691013, F = 0.0691013 / 0.000155556 = 444.2226 on
+    /// (2, 6), p 3.0185e-7, × 3 configs tested = 9.0555e-7. Nothing else is flagged after it.
+    #[test]
+    fn share_of_the_two_way_pool_flags_a_config_whose_tax_changes_between_machines() {
+        let rows: Vec<LaunchObs> = [
+            ("plain", "m1", 0.00),
+            ("plain", "m1", 0.02),
+            ("plain", "m2", 0.10),
+            ("plain", "m2", 0.12),
+            ("plain", "m3", 0.20),
+            ("x", "m1", 0.05),
+            ("x", "m1", 0.07),
+            ("x", "m2", 0.15),
+            ("x", "m3", 0.25),
+            ("x", "m3", 0.27),
+            ("y", "m1", 1.0),
+            ("y", "m2", 1.5),
+            ("y", "m3", 1.0),
+        ]
+        .into_iter()
+        .map(|(config, machine, log)| LaunchObs {
+            config,
+            machine,
+            value: f64::exp(log),
+        })
+        .collect();
+        let names = ["plain", "x", "y"];
+        let of = |keep: &[&str]| -> Vec<LaunchObs> {
+            rows.iter()
+                .copied()
+                .filter(|r| keep.contains(&r.config))
+                .collect()
+        };
+        // Alone, y has no degrees of freedom: a screen of each config's own spread cannot see it.
+        assert!(residual_variance(&of(&["y"])).is_none());
+        let pool = |idx: &[usize]| {
+            let keep: Vec<&str> = idx.iter().map(|&i| names[i]).collect();
+            residual_variance(&of(&keep))
+        };
+        let out = noisier_groups(3, pool, 0.01);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let y = &out[0];
+        assert_eq!((y.index, y.df, y.variance.df), (2, (2, 6), 2));
+        assert!(
+            (y.variance.var - 0.069_101_296_720_061).abs() < 1e-12,
+            "{y:?}"
+        );
+        assert!((y.f / 444.222_621_771_820_8 - 1.0).abs() < 1e-9, "{y:?}");
+        assert!(
+            (y.p_adjusted / 9.055_526_984_992_662e-7 - 1.0).abs() < 1e-6,
+            "{y:?}"
+        );
     }
 
     #[test]

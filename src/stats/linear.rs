@@ -31,11 +31,6 @@ fn sorted_levels<'a>(it: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     v
 }
 
-/// The number of distinct levels of the second factor of `keys`.
-pub(crate) fn levels_of_second(keys: &[(&str, &str)]) -> usize {
-    sorted_levels(keys.iter().map(|k| k.1)).len()
-}
-
 /// Residual sum of squares of `y` on the columns of `x` (`x[i]` is row i) and the rank of `x`.
 ///
 /// Gram–Schmidt with re-orthogonalisation: each column is orthogonalised twice against the

@@ -69,17 +69,8 @@ fn note_noisier_phases(
         };
         let hits: Vec<String> = noisier
             .iter()
-            .filter(|(m, p, ..)| *p == phase && metrics.contains(&m.as_str()))
-            .map(|(m, _, own, rest, f, p)| {
-                format!(
-                    "{} ±{:.1}% per launch (df {}) against ±{:.1}% (df {}), F {f:.1}, p {p:.3}",
-                    crate::analysis::launch_noise::metric_label(m),
-                    own.relative_sd() * 100.0,
-                    own.df,
-                    rest.relative_sd() * 100.0,
-                    rest.df
-                )
-            })
+            .filter(|n| n.phase == phase && metrics.contains(&n.metric.as_str()))
+            .map(|n| n.spread())
             .collect();
         if !hits.is_empty() {
             x.reason = format!(
