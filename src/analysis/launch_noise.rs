@@ -35,12 +35,16 @@
 //! Configs need not share one noise level: on the H200 the LMCache configs' TPOT p90 moved
 //! 10–23% between launches where every other config moved ~1–2% (their CPU-side store path runs
 //! every step), and a pool over all configs spread that over every config's CI (±1.1% → ±5.6% at
-//! 2 req/s). Before pooling, a screen ([`noisier_groups`], one-sided F-tests of each config's
-//! share of the pool — what its launches add to the additive model's residual over the df they
-//! add ([`share_of_pool`](crate::stats::launch_noise::share_of_pool)): its spread within machines and its lack of fit across them, which a
-//! config run once per machine shows only there — against the rest's pool, Holm-adjusted, at
-//! [`OWN_NOISE_ALPHA`]) picks the configs whose launches spread significantly more; each carries
-//! that share as its own variance and df ([`OwnNoise`], its own χ² draws: with two launches a t₁ interval), in
+//! 2 req/s). Before pooling, a screen ([`noisier_groups`], one-sided F-tests against the rest's
+//! pool, Holm-adjusted, at [`OWN_NOISE_ALPHA`]) picks the configs whose launches spread
+//! significantly more, each tested on what its launches can show: its own variance (its launches
+//! alone, within machines) where they repeat on a machine, else — in a cell with its own pool —
+//! its share of that pool, what its launches add to the additive model's residual over the df
+//! they add ([`share_of_pool`](crate::stats::launch_noise::share_of_pool): its lack of fit across
+//! machines, which a config run once per machine shows only there; over every cell the pool caps
+//! its df at the launch contrasts, so it is no sum of squares to take a share of). Each flagged
+//! config carries that variance and df ([`OwnNoise`], its own χ² draws: with two launches a t₁
+//! interval), in
 //! a cell or over every cell, and the pools leave it out. A config measured once cannot be
 //! screened and carries the pool.
 //!
@@ -56,8 +60,8 @@ use super::model::{CellKey, CellStats, Detection};
 use super::taxes::Metric;
 use crate::ingest::machine::UNRECORDED;
 use crate::stats::launch_noise::{
-    LaunchObs, PooledVariance, additive_residual, launch_contrasts, noisier_groups, replicates,
-    residual_variance, variance_draws,
+    GroupVariance, LaunchObs, PooledVariance, additive_residual, launch_contrasts, noisier_groups,
+    replicates, residual_variance, variance_draws,
 };
 use ctax_schema::Phase;
 
@@ -411,7 +415,20 @@ impl NoiseModel {
                     let chosen: Vec<&str> = idx.iter().map(|&i| names[i]).collect();
                     of_configs(&|c| chosen.contains(&c))
                 };
-                let flagged = screen(&names, pool_of_configs, name, Some(&tag));
+                // In one cell the pool is one additive model's residual (a true sum of squares):
+                // each config is tested on its own spread within machines where its launches
+                // repeat on one, else on its share of the pool (its lack of fit across machines).
+                let own: Vec<Option<PooledVariance>> = members
+                    .iter()
+                    .map(|(_, v)| residual_variance(&rows([*v])))
+                    .collect();
+                let flagged = screen(
+                    &names,
+                    GroupVariance::OwnElseShare(&own),
+                    pool_of_configs,
+                    name,
+                    Some(&tag),
+                );
                 let loud: Vec<&str> = flagged.iter().map(|(o, _)| o.config.as_str()).collect();
                 // The configs the screen leaves keep the cell's pool while it has the contrasts
                 // a cell needs; else they carry the pool over every cell.
@@ -511,7 +528,18 @@ impl NoiseModel {
                 let chosen: Vec<&str> = idx.iter().map(|&i| configs[i]).collect();
                 of(&|x: &str| chosen.contains(&x))
             };
-            let flagged_all = screen(&configs, pool_of_configs, name, None);
+            // Over every cell the pool combines phases with df capped at their launch contrasts,
+            // so var · df is no sum of squares and a share of it is not F-distributed: only each
+            // config's own variance (its launches alone, within machines) is tested.
+            let own_all: Vec<Option<PooledVariance>> =
+                configs.iter().map(|c| of(&|x: &str| x == *c)).collect();
+            let flagged_all = screen(
+                &configs,
+                GroupVariance::Own(&own_all),
+                pool_of_configs,
+                name,
+                None,
+            );
             for (o, draws_key) in &flagged_all {
                 let pv = o.variance;
                 model.own_draws.insert(
@@ -663,16 +691,17 @@ fn rows<'o>(groups: impl IntoIterator<Item = &'o Vec<Obs>>) -> Vec<LaunchObs<'o>
 }
 
 /// The configs of `names` (the configs in one scope) the screen gives their own noise — their
-/// share of the scope's pool ([`share_of_pool`](crate::stats::launch_noise::share_of_pool): their within-machine spread and their lack of
-/// fit across machines) — with the key that seeds their draws; `pool_of(indices)` is the pool of
-/// those configs as the summary reports it.
+/// variance as `groups` defines it (their own, or their share of one cell's pool) — with the key
+/// that seeds their draws; `pool_of(indices)` is the pool of those configs as the summary
+/// reports it.
 fn screen(
     names: &[&str],
+    groups: GroupVariance,
     pool_of: impl Fn(&[usize]) -> Option<PooledVariance>,
     metric: &str,
     cell: Option<&str>,
 ) -> Vec<(OwnNoise, String)> {
-    noisier_groups(names.len(), pool_of, OWN_NOISE_ALPHA)
+    noisier_groups(names.len(), groups, pool_of, OWN_NOISE_ALPHA)
         .into_iter()
         .map(|g| {
             let config = names[g.index];
@@ -733,10 +762,11 @@ pub(crate) const METHOD: &str = "launch-level random effect: per metric, the var
      unsaturated cells: launches of one config on one machine, plus a config whose difference from \
      another changes between machines; machine levels shared by every config are not noise), df = \
      launches - rank, estimated per cell where that gives >= 4 df, else pooled over every cell with df \
-     capped at the independent launch contrasts; a config whose share of that residual (what its \
-     launches add to it over the df they add: its spread within machines and its lack of fit across \
-     them) exceeds the others' pool (one-sided F-test, Holm-adjusted, 1%) carries that share as its \
-     own variance and df there and is left out of the pool; a launch's estimate gets replicates est * exp(sqrt(max(s2_b, v_req)) * z), s2_b = s2 \
+     capped at the independent launch contrasts; a config whose variance exceeds the others' pool \
+     (one-sided F-test, Holm-adjusted, 1%; its own launches' spread within machines, or where \
+     they never repeat on a machine, in a cell, its share of the residual: what its launches add \
+     to it over the df they add, its lack of fit across machines) carries that variance and df \
+     there and is left out of the pool; a launch's estimate gets replicates est * exp(sqrt(max(s2_b, v_req)) * z), s2_b = s2 \
      * df / chi2_df drawn once per replicate and shared by every statistic of the metric in the cell \
      (t-calibrated taxes), v_req the launch's request-level bootstrap variance (a floor); with no cell \
      at >= 2 launches no tax is called detected";

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
-use super::launch_noise::{OwnNoise, cell_tag};
+use super::launch_noise::{LaunchNoiseSummary, cell_tag};
 use super::model::CellStats;
 use super::taxes::Metric;
 use crate::ingest::machine::UNRECORDED;
@@ -60,20 +60,21 @@ pub struct MachineEffect {
 }
 
 pub(crate) const METHOD: &str = "machine effect: per cell and metric, an F-test of the machines \
-     on the log per-launch estimates of the unsaturated configs that share the launch-noise pool \
-     (a config the noise screen gives its own noise, e.g. one whose tax changes between machines, \
-     is left out) (ordinary least squares, config + machine dummies against config dummies \
-     alone); a machine is one boot of one host \
+     on the log per-launch estimates of the unsaturated configs in the launch-noise pool the cell \
+     carries (a config the noise screen gives its own noise there, e.g. one whose tax changes \
+     between machines, is left out: a selection on large residuals, so F reads slightly high) \
+     (ordinary least squares, config + machine dummies against config dummies alone); a machine is one boot of one host \
      (placement.machine_id), else the host's GPU UUIDs in env.txt; taxes and launch noise \
      compare launches on the same machine only";
 
 /// The machine listing and the machine-effect tests. `pooled` must carry the saturation flags;
-/// `own` is the launch-noise screen's list: a config with its own noise for a metric in a cell
-/// (or over every cell) is left out of that cell's test, as it is out of the pool.
+/// `noise` is the launch-noise summary: a config out of the pool a cell carries for a metric
+/// (flagged in that cell; or flagged over every cell when the cell has no pool of its own,
+/// [`LaunchNoiseSummary::own_at`]'s lookup) is left out of that cell's test.
 pub(crate) fn summarize(
     pooled: &[CellStats],
     per_launch: &[CellStats],
-    own: &[OwnNoise],
+    noise: &LaunchNoiseSummary,
 ) -> MachinesSummary {
     type Entry = ((usize, String), u32, String);
     let mut launches: BTreeMap<String, BTreeMap<Phase, Vec<Entry>>> = BTreeMap::new();
@@ -137,11 +138,15 @@ pub(crate) fn summarize(
             .collect();
         let tag = cell_tag(phase, cell);
         for (m, name) in METRICS {
+            let cell_pool = noise.cells.get(&tag).is_some_and(|m| m.contains_key(name));
             let screened = |config: &str| {
-                own.iter().any(|o| {
+                noise.own.iter().any(|o| {
                     o.metric == name
                         && o.config == config
-                        && o.cell.as_deref().is_none_or(|c| c == tag)
+                        && match o.cell.as_deref() {
+                            Some(c) => c == tag,
+                            None => !cell_pool,
+                        }
                 })
             };
             let rows: Vec<LaunchObs> = per_launch

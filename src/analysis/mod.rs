@@ -153,7 +153,7 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         opts.bootstrap.seed,
     );
     let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
-    let machines = machines::summarize(&cells, &per_launch, &launch_noise.own);
+    let machines = machines::summarize(&cells, &per_launch, &launch_noise);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
     for n in launch_noise.noisier_phases() {
         warnings.push(format!(

@@ -167,10 +167,22 @@ pub(crate) fn share_of_pool(
     })
 }
 
-/// The groups (configs) whose share of the pool is significantly larger than the pool of the
-/// others: a step-down of one-sided F-tests, each group's share ([`share_of_pool`]) against the
-/// pool of the groups still in it without it (`pool_of(indices)`: the pool exactly as the caller
-/// will report it), the smallest p first, Holm-adjusted (p × groups tested in that step, never
+/// What a group's variance is in [`noisier_groups`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GroupVariance<'a> {
+    /// Its own variance as given, one per group (`None`: not testable).
+    Own(&'a [Option<PooledVariance>]),
+    /// Its own variance where it has one (df ≥ 1), else its share of the pool
+    /// ([`share_of_pool`]; a config run once per machine: its lack of fit across machines).
+    /// `pool_of` must then return true sums of squares (`var · df` = the residual SS, df =
+    /// n − rank), as one cell's additive model does.
+    OwnElseShare(&'a [Option<PooledVariance>]),
+}
+
+/// The groups (configs) whose variance ([`GroupVariance`]: their share of the pool, or their
+/// own) is significantly larger than the pool of the others: a step-down of one-sided F-tests,
+/// each group against the pool of the groups still in it without it (`pool_of(indices)`: the
+/// pool exactly as the caller will report it), the smallest p first, Holm-adjusted (p × groups tested in that step, never
 /// below the previous step's) and stopped at the first that is not below `alpha` — the
 /// variance-outlier screen of inter-laboratory studies (ISO 5725-2 tests the largest lab
 /// variance, Cochran's C, at 1%), for unequal df. The pool is recomputed after each removal, so
@@ -182,6 +194,7 @@ pub(crate) fn share_of_pool(
 /// §4.3).
 pub(crate) fn noisier_groups(
     n: usize,
+    groups: GroupVariance,
     pool_of: impl Fn(&[usize]) -> Option<PooledVariance>,
     alpha: f64,
 ) -> Vec<NoisierGroup> {
@@ -190,14 +203,24 @@ pub(crate) fn noisier_groups(
     let mut out = Vec::new();
     let mut previous = 0.0f64;
     while pool.len() >= 2 {
-        let all = pool_of(&pool);
+        let all = match groups {
+            GroupVariance::Own(_) => None,
+            _ => pool_of(&pool),
+        };
         let mut best: Option<NoisierGroup> = None;
         let mut tested = 0usize;
         for &i in &pool {
             let others: Vec<usize> = pool.iter().copied().filter(|&j| j != i).collect();
             let rest = pool_of(&others).filter(|r| r.df > 0 && r.var.is_finite());
             let Some(rest) = rest else { continue };
-            let Some(g) = share_of_pool(all, Some(rest)).filter(|g| g.var.is_finite()) else {
+            let own = |o: &[Option<PooledVariance>]| o.get(i).copied().flatten();
+            let g = match groups {
+                GroupVariance::Own(o) => own(o),
+                GroupVariance::OwnElseShare(o) => own(o)
+                    .filter(|g| g.df > 0)
+                    .or_else(|| share_of_pool(all, Some(rest))),
+            };
+            let Some(g) = g.filter(|g| g.df > 0 && g.var.is_finite()) else {
                 continue;
             };
             let (f, p) = if rest.var > 0.0 {
@@ -482,7 +505,13 @@ mod tests {
     }
 
     fn screen(groups: &[PooledVariance], alpha: f64) -> Vec<NoisierGroup> {
-        noisier_groups(groups.len(), |idx| pool_of(groups, idx), alpha)
+        let own: Vec<Option<PooledVariance>> = groups.iter().copied().map(Some).collect();
+        noisier_groups(
+            groups.len(),
+            GroupVariance::Own(&own),
+            |idx| pool_of(groups, idx),
+            alpha,
+        )
     }
 
     /// A config measured once per machine whose difference from the others changes between
@@ -529,7 +558,15 @@ mod tests {
             let keep: Vec<&str> = idx.iter().map(|&i| names[i]).collect();
             residual_variance(&of(&keep))
         };
-        let out = noisier_groups(3, pool, 0.01);
+        // Each config tested on its own spread where it has one (plain, x: df 2 each on one
+        // machine), else on its share (y).
+        let own: Vec<Option<PooledVariance>> =
+            names.iter().map(|c| residual_variance(&of(&[c]))).collect();
+        assert_eq!(
+            own.iter().map(|o| o.map(|v| v.df)).collect::<Vec<_>>(),
+            [Some(2), Some(2), None]
+        );
+        let out = noisier_groups(3, GroupVariance::OwnElseShare(&own), pool, 0.01);
         assert_eq!(out.len(), 1, "{out:?}");
         let y = &out[0];
         assert_eq!((y.index, y.df, y.variance.df), (2, (2, 6), 2));
@@ -572,6 +609,23 @@ mod tests {
         let out = screen(&two, 0.01);
         assert_eq!(out.iter().map(|o| o.index).collect::<Vec<_>>(), vec![5, 4]);
         assert!((out[1].p_adjusted - 5.0 / 1296.0).abs() < 1e-9, "{out:?}");
+        // Where the pools simply add (groups on one machine), a group's share of the pool is its
+        // own variance: the share screen flags the same groups with the same F and p.
+        let none = vec![None; two.len()];
+        let share = noisier_groups(
+            two.len(),
+            GroupVariance::OwnElseShare(&none),
+            |idx| pool_of(&two, idx),
+            0.01,
+        );
+        assert_eq!(share.len(), out.len());
+        for (a, b) in share.iter().zip(&out) {
+            assert_eq!((a.index, a.df), (b.index, b.df));
+            assert!(
+                (a.f / b.f - 1.0).abs() < 1e-12 && (a.p_adjusted / b.p_adjusted - 1.0).abs() < 1e-9
+            );
+            assert!((a.variance.var / two[a.index].var - 1.0).abs() < 1e-12);
+        }
         // Holm's adjusted p never decreases along the steps: a second group whose own p x
         // groups left is smaller than the first's reports the first's.
         let mut mono = vec![g(0.0005, 4); 4];

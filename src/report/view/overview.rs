@@ -254,10 +254,10 @@ pub(crate) fn own_noise_list(own: &[crate::analysis::launch_noise::OwnNoise]) ->
         })
         .collect();
     format!(
-        "configs whose launches spread more than the other configs' (their share of the pool — \
-         spread within machines and lack of fit across them — in a one-sided F-test against the \
-         others' pool, Holm-adjusted, {:.0}%) carry that share as their own and are left out of \
-         the pools: {}",
+        "configs whose launches spread more than the other configs' (their own spread within \
+         machines, or, run once per machine, their lack of fit across machines in a cell; \
+         one-sided F-test against the others' pool, Holm-adjusted, {:.0}%) carry it as their \
+         own and are left out of the pools: {}",
         OWN_NOISE_ALPHA * 100.0,
         items.join("; ")
     )
