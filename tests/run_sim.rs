@@ -498,6 +498,72 @@ fn plain_only(p: &Path, out: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// `--plain-last`: on a machine without plain, plain brackets the new launch — the anchor (l1)
+/// first, noop_connector, then the closing plain launch (l2, the next free index) — each
+/// recorded on this machine and named in the manifest; running again adds nothing.
+#[test]
+fn plain_last_brackets_a_machine_s_launches_with_plain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let plain0 = plain_only(&p, &out);
+    set_machine(&plain0, Some("0ther-machine-boot-id"));
+
+    let mut args: Vec<&str> = PLAIN_NOOP_A.to_vec();
+    args.push("--plain-last");
+    let o = run(&p, &out, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let boot: String = boot_id().chars().take(8).collect();
+    let line = format!(
+        "plain l2 stage A: closing plain for this machine (boot {boot}): after Phase A's other launches here (--plain-last)"
+    );
+    assert!(stderr(&o).contains(&line), "{}", stderr(&o));
+    let rows: Vec<ManifestRow> = manifest(&out)
+        .into_iter()
+        .filter(|r| r.stage == "1 Phase A")
+        .collect();
+    let ids: Vec<(&str, u32, RowStatus)> = rows
+        .iter()
+        .map(|r| (r.config.as_str(), r.launch, r.status))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("plain", 0, RowStatus::Ok),
+            ("plain", 1, RowStatus::Ok),
+            ("noop_connector", 0, RowStatus::Ok),
+            ("plain", 2, RowStatus::Ok)
+        ],
+        "plain before and after the new launch"
+    );
+    for w in rows[1..].windows(2) {
+        assert!(
+            w[1].started_unix_ms as f64 >= w[0].started_unix_ms as f64 + w[0].duration_s * 1e3,
+            "one after the other"
+        );
+    }
+    assert!(
+        rows[3]
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("closing plain")
+    );
+    for l in [1, 2] {
+        let d = run_dirs(&out)
+            .into_iter()
+            .find(|d| config_of(d).config == "plain" && config_of(d).launch == l)
+            .unwrap();
+        assert_eq!(config_of(&d).placement.unwrap().machine_id, Some(boot_id()));
+    }
+    let n = manifest(&out).len();
+    let o = run(&p, &out, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("anchor"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("closing"), "{}", stderr(&o));
+    assert_eq!(manifest(&out).len(), n, "no new row");
+}
+
 /// A root whose only plain launch ran on another machine: adding noop_connector here first runs
 /// an anchor plain launch (index 1 = the launch count, the next free one), recorded on this
 /// machine and named in the manifest; running again adds no second anchor, and an interrupted

@@ -11,7 +11,7 @@
 #   bash tools/gpu_run.sh start PROFILE OUT [ctax run args...]   (carry .gpu; installs vLLM,
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
-#        --skip-stage 4, --shard 1/2, --port-offset 1000)
+#        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last)
 #   bash tools/gpu_run.sh wait SECONDS OUT       (sleeps until the sweep ends or SECONDS pass; log tail)
 #   bash tools/gpu_run.sh stop OUT               (SIGINT to the sweep: every slot's server stopped, data kept)
 #   bash tools/gpu_run.sh probe JSON [LENS]      (prefill capacity per input length, default

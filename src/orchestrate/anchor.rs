@@ -23,6 +23,13 @@
 //! Resume: the anchor is an ordinary plain launch recorded on this machine, so running again
 //! here adds no second one; an incomplete plain launch of this machine that the plan does not
 //! hold (an interrupted anchor) is resumed first, like any launch.
+//!
+//! `ctax run --plain-last` adds a second plain launch with the anchor, the **closing** one, at
+//! the end of the anchor's slot queue (the next free index the shard owns): plain then brackets
+//! the stage's other launches on this machine, so a drift of the machine over the stretch does
+//! not fall on the configs alone, and the two plain launches on one machine give an A/A. It is
+//! added only with a new anchor: a run that finds plain here already (e.g. the same command
+//! again after the stretch ended before the closing launch started) adds neither.
 
 use std::collections::BTreeSet;
 
@@ -61,6 +68,9 @@ pub(crate) enum Anchor {
     /// This machine's incomplete plain launch that the plan does not hold (an interrupted
     /// anchor): resumed.
     Resume(u32),
+    /// With `--plain-last`: a new plain launch with this index after the stage's other launches
+    /// in the anchor's slot.
+    Closing(u32),
 }
 
 /// The anchor launch index of `shard`: the smallest k ≥ `launches` that the shard owns and that
@@ -71,13 +81,15 @@ pub(crate) fn index(shard: Shard, plain_rank: u32, launches: u32, used: &BTreeSe
         .expect("an unused index below u32::MAX")
 }
 
-/// The rule (module docs) on what the root holds and what the plan does.
+/// The rule (module docs) on what the root holds and what the plan does; `closing`
+/// (`--plain-last`): a new anchor comes with a closing plain launch.
 pub(crate) fn decide(
     found: &[Found],
     planned: &Planned,
     shard: Shard,
     plain_rank: u32,
     launches: u32,
+    closing: bool,
 ) -> Vec<Anchor> {
     let mut out: Vec<Anchor> = found
         .iter()
@@ -85,12 +97,17 @@ pub(crate) fn decide(
         .map(|f| Anchor::Resume(f.launch))
         .collect();
     if planned.other_runs && !planned.plain_runs && !found.iter().any(|f| f.here) {
-        let used: BTreeSet<u32> = found
+        let mut used: BTreeSet<u32> = found
             .iter()
             .map(|f| f.launch)
             .chain(planned.plain.iter().copied())
             .collect();
-        out.push(Anchor::New(index(shard, plain_rank, launches, &used)));
+        let k = index(shard, plain_rank, launches, &used);
+        out.push(Anchor::New(k));
+        if closing {
+            used.insert(k);
+            out.push(Anchor::Closing(index(shard, plain_rank, launches, &used)));
+        }
     }
     out
 }
@@ -160,7 +177,14 @@ pub(crate) fn add(
         .iter()
         .position(|c| c == "plain")
         .unwrap_or(0) as u32;
-    let anchors = decide(&found, &planned, shard, rank, ctx.profile.launches);
+    let anchors = decide(
+        &found,
+        &planned,
+        shard,
+        rank,
+        ctx.profile.launches,
+        ctx.plain_last,
+    );
     let Some(block) = blocks.last_mut() else {
         return;
     };
@@ -168,8 +192,13 @@ pub(crate) fn add(
     // Named as the analysis names machines (`boot 1a2b3c4d`).
     let boot = crate::ingest::machine::boot_key(&machine);
     // At the head of the queue with the fewest launches left: the stage gets no longer than it
-    // must, and the anchor starts with the stage's first launches.
-    for a in anchors.into_iter().rev() {
+    // must, and the anchor starts with the stage's first launches. A closing launch goes to the
+    // end of the new anchor's queue.
+    let (closing, heads): (Vec<Anchor>, Vec<Anchor>) = anchors
+        .into_iter()
+        .partition(|a| matches!(a, Anchor::Closing(_)));
+    let mut anchor_slot = 0;
+    for a in heads.into_iter().rev() {
         let (launch, note) = match a {
             Anchor::New(k) => (
                 k,
@@ -181,10 +210,14 @@ pub(crate) fn add(
                 k,
                 format!("anchor for this machine ({boot}): its incomplete plain launch, resumed"),
             ),
+            Anchor::Closing(_) => unreachable!("partitioned out"),
         };
         let slot = (0..block.queues.len())
             .min_by_key(|&s| block.queues[s].iter().filter(|u| left(u)).count())
             .unwrap_or(0);
+        if matches!(a, Anchor::New(_)) {
+            anchor_slot = slot;
+        }
         eprintln!("[ctax] plain l{launch} stage {stage}: {note}");
         block.queues[slot].insert(
             0,
@@ -194,6 +227,19 @@ pub(crate) fn add(
                 ..plain_unit(launch)
             },
         );
+    }
+    for a in closing {
+        let Anchor::Closing(launch) = a else { continue };
+        let slot = anchor_slot;
+        let note = format!(
+            "closing plain for this machine ({boot}): after {phase}'s other launches here (--plain-last)"
+        );
+        eprintln!("[ctax] plain l{launch} stage {stage}: {note}");
+        block.queues[slot].push(Unit {
+            slot,
+            anchor: Some(note),
+            ..plain_unit(launch)
+        });
     }
 }
 
@@ -228,7 +274,7 @@ mod tests {
             .iter()
             .map(|&(launch, here, done)| Found { launch, here, done })
             .collect();
-        decide(&found, plan, Shard::WHOLE, 0, launches)
+        decide(&found, plan, Shard::WHOLE, 0, launches, false)
     }
 
     #[test]
@@ -253,6 +299,46 @@ mod tests {
         ];
         assert_eq!(d(&root, &plan, 1), vec![Anchor::New(3)]);
         assert_eq!(d(&[], &planned(&[], false, true), 2), vec![Anchor::New(2)]);
+    }
+
+    /// `--plain-last`: a new anchor comes with a closing launch at the next free index (l1 and
+    /// l2 above a root whose plain l0 ran elsewhere; l3 and l5 when l2 and l4 are taken); a
+    /// resumed anchor or plain already here brings none.
+    #[test]
+    fn plain_last_adds_a_closing_launch_with_a_new_anchor_only() {
+        let plan = planned(&[0], false, true);
+        let found = |v: &[(u32, bool, bool)]| -> Vec<Found> {
+            v.iter()
+                .map(|&(launch, here, done)| Found { launch, here, done })
+                .collect()
+        };
+        let closing = |v: &[(u32, bool, bool)], p: &Planned, launches: u32| {
+            decide(&found(v), p, Shard::WHOLE, 0, launches, true)
+        };
+        assert_eq!(
+            closing(&[(0, ELSEWHERE, DONE)], &plan, 1),
+            vec![Anchor::New(1), Anchor::Closing(2)]
+        );
+        let taken = [
+            (0, ELSEWHERE, DONE),
+            (2, ELSEWHERE, DONE),
+            (4, ELSEWHERE, DONE),
+        ];
+        assert_eq!(
+            closing(&taken, &plan, 1),
+            vec![Anchor::New(1), Anchor::Closing(3)]
+        );
+        assert_eq!(
+            closing(&[(0, ELSEWHERE, DONE), (1, HERE, LEFT)], &plan, 1),
+            vec![Anchor::Resume(1)]
+        );
+        assert!(closing(&[(0, HERE, DONE)], &plan, 1).is_empty());
+        // Sharded: the closing index is one the shard owns (2/3 of plain owns 1, 4, 7, …).
+        let s = Shard { k: 2, n: 3 };
+        assert_eq!(
+            decide(&found(&[]), &planned(&[1], false, true), s, 0, 2, true),
+            vec![Anchor::New(4), Anchor::Closing(7)]
+        );
     }
 
     #[test]

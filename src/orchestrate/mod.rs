@@ -97,6 +97,11 @@ pub struct RunArgs {
     /// they record an overload, which a rerun reproduces at the same GPU cost).
     #[arg(long)]
     pub rerun_capped: bool,
+    /// With the plain anchor a machine gets (profile `plain_on_every_machine`), also run a plain
+    /// launch after the stage's other launches there, so plain brackets them (machine drift over
+    /// the stretch; an A/A on one machine). Costs one plain launch per stage and machine.
+    #[arg(long)]
+    pub plain_last: bool,
 }
 
 /// What happened to one launch.
@@ -120,6 +125,8 @@ struct Ctx {
     pub python: String,
     /// `--rerun-capped`.
     pub rerun_capped: bool,
+    /// `--plain-last`.
+    pub plain_last: bool,
 }
 
 impl Ctx {
@@ -222,6 +229,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         collector,
         python,
         rerun_capped: args.rerun_capped,
+        plain_last: args.plain_last,
     };
     ensure_model(&ctx)?;
     let skip = |n: u8| args.skip_stage.contains(&n);
