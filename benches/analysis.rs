@@ -58,6 +58,7 @@ fn main() {
     let t2 = Instant::now();
     let out = std::env::temp_dir().join("ctax-bench-analysis");
     connector_tax::pipeline::write_data(&res, &verdicts, &out).unwrap();
+    let t_json = t2.elapsed().as_secs_f64();
     connector_tax::ingest::frames::export_parquet(&ds, &out).unwrap();
     let t_write = t2.elapsed().as_secs_f64();
     let total = t0.elapsed().as_secs_f64();
@@ -72,7 +73,10 @@ fn main() {
     );
     println!("  ingest         : {t_ingest:.2} s");
     println!("  analyze        : {t_analyze:.2} s  (cells, CIs, saturation, taxes, verdicts)");
-    println!("  write (json+parquet): {t_write:.2} s");
+    println!(
+        "  write          : {t_write:.2} s  (summary json {t_json:.2} s, parquet {:.2} s)",
+        t_write - t_json
+    );
     println!("  total          : {total:.2} s   (target < 10 s)");
     println!("  peak RSS       : {:.0} MB", peak_rss_mb());
 }
