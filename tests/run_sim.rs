@@ -498,17 +498,47 @@ fn plain_only(p: &Path, out: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// A new root (under `dir`) whose only plain launch, l0, is recorded on another machine: the
+/// profile and the root.
+fn root_with_plain_elsewhere(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = dir.join("res");
+    let p = profile(dir, free_port(), &[]);
+    let plain0 = plain_only(&p, &out);
+    set_machine(&plain0, Some("0ther-machine-boot-id"));
+    (p, out)
+}
+
+/// The Phase A manifest rows of `out`, and each as (config, launch, status).
+fn phase_a_rows(out: &Path) -> (Vec<ManifestRow>, Vec<(String, u32, RowStatus)>) {
+    let rows: Vec<ManifestRow> = manifest(out)
+        .into_iter()
+        .filter(|r| r.stage == "1 Phase A")
+        .collect();
+    let ids = rows
+        .iter()
+        .map(|r| (r.config.clone(), r.launch, r.status))
+        .collect();
+    (rows, ids)
+}
+
+/// The run directory of plain's launch `launch`, after asserting it was recorded on this
+/// machine.
+fn plain_launch_here(out: &Path, launch: u32) -> PathBuf {
+    let d = run_dirs(out)
+        .into_iter()
+        .find(|d| config_of(d).config == "plain" && config_of(d).launch == launch)
+        .unwrap();
+    assert_eq!(config_of(&d).placement.unwrap().machine_id, Some(boot_id()));
+    d
+}
+
 /// `--plain-last`: on a machine without plain, plain brackets the new launch — the anchor (l1)
 /// first, noop_connector, then the closing plain launch (l2, the next free index) — each
 /// recorded on this machine and named in the manifest; running again adds nothing.
 #[test]
 fn plain_last_brackets_a_machine_s_launches_with_plain() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("res");
-    let p = profile(tmp.path(), free_port(), &[]);
-    let plain0 = plain_only(&p, &out);
-    set_machine(&plain0, Some("0ther-machine-boot-id"));
-
+    let (p, out) = root_with_plain_elsewhere(tmp.path());
     let mut args: Vec<&str> = PLAIN_NOOP_A.to_vec();
     args.push("--plain-last");
     let o = run(&p, &out, &args);
@@ -518,21 +548,14 @@ fn plain_last_brackets_a_machine_s_launches_with_plain() {
         "plain l2 stage A: closing plain for this machine (boot {boot}): after Phase A's other launches here (--plain-last)"
     );
     assert!(stderr(&o).contains(&line), "{}", stderr(&o));
-    let rows: Vec<ManifestRow> = manifest(&out)
-        .into_iter()
-        .filter(|r| r.stage == "1 Phase A")
-        .collect();
-    let ids: Vec<(&str, u32, RowStatus)> = rows
-        .iter()
-        .map(|r| (r.config.as_str(), r.launch, r.status))
-        .collect();
+    let (rows, ids) = phase_a_rows(&out);
     assert_eq!(
         ids,
         vec![
-            ("plain", 0, RowStatus::Ok),
-            ("plain", 1, RowStatus::Ok),
-            ("noop_connector", 0, RowStatus::Ok),
-            ("plain", 2, RowStatus::Ok)
+            ("plain".into(), 0, RowStatus::Ok),
+            ("plain".into(), 1, RowStatus::Ok),
+            ("noop_connector".into(), 0, RowStatus::Ok),
+            ("plain".into(), 2, RowStatus::Ok)
         ],
         "plain before and after the new launch"
     );
@@ -550,11 +573,7 @@ fn plain_last_brackets_a_machine_s_launches_with_plain() {
             .contains("closing plain")
     );
     for l in [1, 2] {
-        let d = run_dirs(&out)
-            .into_iter()
-            .find(|d| config_of(d).config == "plain" && config_of(d).launch == l)
-            .unwrap();
-        assert_eq!(config_of(&d).placement.unwrap().machine_id, Some(boot_id()));
+        plain_launch_here(&out, l);
     }
     let n = manifest(&out).len();
     let o = run(&p, &out, &args);
@@ -571,11 +590,7 @@ fn plain_last_brackets_a_machine_s_launches_with_plain() {
 #[test]
 fn a_machine_without_plain_runs_an_anchor_plain_launch_first() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("res");
-    let p = profile(tmp.path(), free_port(), &[]);
-    let plain0 = plain_only(&p, &out);
-    set_machine(&plain0, Some("0ther-machine-boot-id"));
-
+    let (p, out) = root_with_plain_elsewhere(tmp.path());
     let o = run(&p, &out, &PLAIN_NOOP_A);
     assert!(o.status.success(), "{}", stderr(&o));
     let boot: String = boot_id().chars().take(8).collect();
@@ -583,20 +598,13 @@ fn a_machine_without_plain_runs_an_anchor_plain_launch_first() {
         "plain l1 stage A: anchor for this machine (boot {boot}): no plain launch of Phase A ran here yet"
     );
     assert!(stderr(&o).contains(&line), "{}", stderr(&o));
-    let rows: Vec<ManifestRow> = manifest(&out)
-        .into_iter()
-        .filter(|r| r.stage == "1 Phase A")
-        .collect();
-    let ids: Vec<(&str, u32, RowStatus)> = rows
-        .iter()
-        .map(|r| (r.config.as_str(), r.launch, r.status))
-        .collect();
+    let (rows, ids) = phase_a_rows(&out);
     assert_eq!(
         ids,
         vec![
-            ("plain", 0, RowStatus::Ok),
-            ("plain", 1, RowStatus::Ok),
-            ("noop_connector", 0, RowStatus::Ok)
+            ("plain".into(), 0, RowStatus::Ok),
+            ("plain".into(), 1, RowStatus::Ok),
+            ("noop_connector".into(), 0, RowStatus::Ok)
         ],
         "the anchor runs before the new non-plain launch"
     );
@@ -606,14 +614,7 @@ fn a_machine_without_plain_runs_an_anchor_plain_launch_first() {
     let reason = rows[1].reason.as_deref().unwrap_or("");
     assert!(reason.contains("anchor for this machine"), "{reason}");
     assert!(rows[2].reason.is_none(), "{:?}", rows[2].reason);
-    let anchor = run_dirs(&out)
-        .into_iter()
-        .find(|d| config_of(d).config == "plain" && config_of(d).launch == 1)
-        .unwrap();
-    assert_eq!(
-        config_of(&anchor).placement.unwrap().machine_id,
-        Some(boot_id())
-    );
+    let anchor = plain_launch_here(&out, 1);
     let md = std::fs::read_to_string(out.join("MANIFEST.md")).unwrap();
     assert!(md.contains("anchor for this machine"), "{md}");
 

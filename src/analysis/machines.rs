@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
-use super::launch_noise::{LaunchNoiseSummary, cell_tag};
+use super::launch_noise::LaunchNoiseSummary;
 use super::model::CellStats;
 use super::taxes::Metric;
 use crate::ingest::machine::UNRECORDED;
@@ -136,24 +136,12 @@ pub(crate) fn summarize(
             .filter(|c| !c.saturated())
             .map(|c| c.key.config.as_str())
             .collect();
-        let tag = cell_tag(phase, cell);
         for (m, name) in METRICS {
-            let cell_pool = noise.cells.get(&tag).is_some_and(|m| m.contains_key(name));
-            let screened = |config: &str| {
-                noise.own.iter().any(|o| {
-                    o.metric == name
-                        && o.config == config
-                        && match o.cell.as_deref() {
-                            Some(c) => c == tag,
-                            None => !cell_pool,
-                        }
-                })
-            };
             let rows: Vec<LaunchObs> = per_launch
                 .iter()
                 .filter(|c| c.launch.is_some() && c.key.phase == phase && c.key.cell == cell)
                 .filter(|c| unsaturated.contains(&c.key.config.as_str()))
-                .filter(|c| !screened(&c.key.config))
+                .filter(|c| noise.own_at(name, phase, cell, &c.key.config).is_none())
                 .filter_map(|c| {
                     let value = m.point(c).filter(|v| *v > 0.0 && v.is_finite())?;
                     Some(LaunchObs {

@@ -63,14 +63,12 @@ pub(crate) struct Planned {
 /// What to put at the head of the stage.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Anchor {
-    /// A new plain launch with this index.
-    New(u32),
+    /// A new plain launch with this index, and (`--plain-last`) the index of the closing plain
+    /// launch that goes after the stage's other launches in the anchor's slot.
+    New(u32, Option<u32>),
     /// This machine's incomplete plain launch that the plan does not hold (an interrupted
     /// anchor): resumed.
     Resume(u32),
-    /// With `--plain-last`: a new plain launch with this index after the stage's other launches
-    /// in the anchor's slot.
-    Closing(u32),
 }
 
 /// The anchor launch index of `shard`: the smallest k ≥ `launches` that the shard owns and that
@@ -103,11 +101,9 @@ pub(crate) fn decide(
             .chain(planned.plain.iter().copied())
             .collect();
         let k = index(shard, plain_rank, launches, &used);
-        out.push(Anchor::New(k));
-        if closing {
-            used.insert(k);
-            out.push(Anchor::Closing(index(shard, plain_rank, launches, &used)));
-        }
+        used.insert(k);
+        let last = closing.then(|| index(shard, plain_rank, launches, &used));
+        out.push(Anchor::New(k, last));
     }
     out
 }
@@ -193,53 +189,40 @@ pub(crate) fn add(
     let boot = crate::ingest::machine::boot_key(&machine);
     // At the head of the queue with the fewest launches left: the stage gets no longer than it
     // must, and the anchor starts with the stage's first launches. A closing launch goes to the
-    // end of the new anchor's queue.
-    let (closing, heads): (Vec<Anchor>, Vec<Anchor>) = anchors
-        .into_iter()
-        .partition(|a| matches!(a, Anchor::Closing(_)));
-    let mut anchor_slot = 0;
-    for a in heads.into_iter().rev() {
-        let (launch, note) = match a {
-            Anchor::New(k) => (
+    // end of the same queue.
+    let unit = |slot: usize, launch: u32, note: String| {
+        eprintln!("[ctax] plain l{launch} stage {stage}: {note}");
+        Unit {
+            slot,
+            anchor: Some(note),
+            ..plain_unit(launch)
+        }
+    };
+    for a in anchors.into_iter().rev() {
+        let (launch, note, last) = match a {
+            Anchor::New(k, last) => (
                 k,
                 format!(
                     "anchor for this machine ({boot}): no plain launch of {phase} ran here yet"
                 ),
+                last,
             ),
             Anchor::Resume(k) => (
                 k,
                 format!("anchor for this machine ({boot}): its incomplete plain launch, resumed"),
+                None,
             ),
-            Anchor::Closing(_) => unreachable!("partitioned out"),
         };
         let slot = (0..block.queues.len())
             .min_by_key(|&s| block.queues[s].iter().filter(|u| left(u)).count())
             .unwrap_or(0);
-        if matches!(a, Anchor::New(_)) {
-            anchor_slot = slot;
+        block.queues[slot].insert(0, unit(slot, launch, note));
+        if let Some(l) = last {
+            let note = format!(
+                "closing plain for this machine ({boot}): after {phase}'s other launches here (--plain-last)"
+            );
+            block.queues[slot].push(unit(slot, l, note));
         }
-        eprintln!("[ctax] plain l{launch} stage {stage}: {note}");
-        block.queues[slot].insert(
-            0,
-            Unit {
-                slot,
-                anchor: Some(note),
-                ..plain_unit(launch)
-            },
-        );
-    }
-    for a in closing {
-        let Anchor::Closing(launch) = a else { continue };
-        let slot = anchor_slot;
-        let note = format!(
-            "closing plain for this machine ({boot}): after {phase}'s other launches here (--plain-last)"
-        );
-        eprintln!("[ctax] plain l{launch} stage {stage}: {note}");
-        block.queues[slot].push(Unit {
-            slot,
-            anchor: Some(note),
-            ..plain_unit(launch)
-        });
     }
 }
 
@@ -268,20 +251,26 @@ mod tests {
         }
     }
 
-    /// [`decide`] unsharded, on the root's plain launches given as (index, where, state).
-    fn d(found: &[(u32, bool, bool)], plan: &Planned, launches: u32) -> Vec<Anchor> {
-        let found: Vec<Found> = found
-            .iter()
+    /// The root's plain launches given as (index, where, state).
+    fn found(v: &[(u32, bool, bool)]) -> Vec<Found> {
+        v.iter()
             .map(|&(launch, here, done)| Found { launch, here, done })
-            .collect();
-        decide(&found, plan, Shard::WHOLE, 0, launches, false)
+            .collect()
+    }
+
+    /// [`decide`] unsharded, without `--plain-last`.
+    fn d(v: &[(u32, bool, bool)], plan: &Planned, launches: u32) -> Vec<Anchor> {
+        decide(&found(v), plan, Shard::WHOLE, 0, launches, false)
     }
 
     #[test]
     fn an_anchor_only_where_plain_never_ran_on_this_machine() {
         // plain l0 ran elsewhere, noop runs here, the plan's plain l0 is done: anchor l1.
         let plan = planned(&[0], false, true);
-        assert_eq!(d(&[(0, ELSEWHERE, DONE)], &plan, 1), vec![Anchor::New(1)]);
+        assert_eq!(
+            d(&[(0, ELSEWHERE, DONE)], &plan, 1),
+            vec![Anchor::New(1, None)]
+        );
         // plain ran here (done or not): none.
         assert!(d(&[(0, HERE, DONE)], &plan, 1).is_empty());
         assert!(d(&[(0, HERE, LEFT)], &plan, 1).is_empty());
@@ -297,37 +286,32 @@ mod tests {
             (1, ELSEWHERE, DONE),
             (2, ELSEWHERE, LEFT),
         ];
-        assert_eq!(d(&root, &plan, 1), vec![Anchor::New(3)]);
-        assert_eq!(d(&[], &planned(&[], false, true), 2), vec![Anchor::New(2)]);
+        assert_eq!(d(&root, &plan, 1), vec![Anchor::New(3, None)]);
+        assert_eq!(
+            d(&[], &planned(&[], false, true), 2),
+            vec![Anchor::New(2, None)]
+        );
     }
 
     /// `--plain-last`: a new anchor comes with a closing launch at the next free index (l1 and
-    /// l2 above a root whose plain l0 ran elsewhere; l3 and l5 when l2 and l4 are taken); a
+    /// l2 above a root whose plain l0 ran elsewhere; l1 and l3 when l2 and l4 are taken); a
     /// resumed anchor or plain already here brings none.
     #[test]
     fn plain_last_adds_a_closing_launch_with_a_new_anchor_only() {
         let plan = planned(&[0], false, true);
-        let found = |v: &[(u32, bool, bool)]| -> Vec<Found> {
-            v.iter()
-                .map(|&(launch, here, done)| Found { launch, here, done })
-                .collect()
-        };
         let closing = |v: &[(u32, bool, bool)], p: &Planned, launches: u32| {
             decide(&found(v), p, Shard::WHOLE, 0, launches, true)
         };
         assert_eq!(
             closing(&[(0, ELSEWHERE, DONE)], &plan, 1),
-            vec![Anchor::New(1), Anchor::Closing(2)]
+            vec![Anchor::New(1, Some(2))]
         );
         let taken = [
             (0, ELSEWHERE, DONE),
             (2, ELSEWHERE, DONE),
             (4, ELSEWHERE, DONE),
         ];
-        assert_eq!(
-            closing(&taken, &plan, 1),
-            vec![Anchor::New(1), Anchor::Closing(3)]
-        );
+        assert_eq!(closing(&taken, &plan, 1), vec![Anchor::New(1, Some(3))]);
         assert_eq!(
             closing(&[(0, ELSEWHERE, DONE), (1, HERE, LEFT)], &plan, 1),
             vec![Anchor::Resume(1)]
@@ -337,7 +321,7 @@ mod tests {
         let s = Shard { k: 2, n: 3 };
         assert_eq!(
             decide(&found(&[]), &planned(&[1], false, true), s, 0, 2, true),
-            vec![Anchor::New(4), Anchor::Closing(7)]
+            vec![Anchor::New(4, Some(7))]
         );
     }
 
@@ -352,7 +336,7 @@ mod tests {
         // Another machine's interrupted anchor is not resumed here (it would mix machines in
         // one launch): this machine gets its own.
         let root = [(0, ELSEWHERE, DONE), (1, ELSEWHERE, LEFT)];
-        assert_eq!(d(&root, &plan, 1), vec![Anchor::New(2)]);
+        assert_eq!(d(&root, &plan, 1), vec![Anchor::New(2, None)]);
         // An incomplete plain launch of the plan is resumed by the plan itself.
         assert!(d(&[(0, HERE, LEFT)], &plan, 1).is_empty());
     }
