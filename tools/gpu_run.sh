@@ -12,12 +12,21 @@
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
 #        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last)
-#   bash tools/gpu_run.sh wait SECONDS OUT       (sleeps until the sweep ends or SECONDS pass; log tail)
+#   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass; log
+#        tail; with DEST ($OUT), every call brings back what this stretch wrote so far: `fetch`
+#        when the sweep has ended, else `snapshot`. Use it on every wait: the machine is given
+#        back after 30 s without a call, and on 2026-12-02 a finished 18-min sweep was lost to
+#        one such gap between the wait that saw it end and the fetch call)
+#   bash tools/gpu_run.sh snapshot OUT DEST      (while the sweep runs: the files written since
+#        `start` (newer than OUT.stamp) as they are, raw JSONL uncompressed, tarred into DEST;
+#        touches nothing in OUT: compressing a raw file the collector still appends to would
+#        lose its later lines)
 #   bash tools/gpu_run.sh stop OUT               (SIGINT to the sweep: every slot's server stopped, data kept)
 #   bash tools/gpu_run.sh probe JSON [LENS]      (prefill capacity per input length, default
 #        4096,16384,32768: tools/prefill_probe.py on a plain server, GPU 0; not during a sweep)
-#   bash tools/gpu_run.sh fetch OUT DEST         (compresses raw JSONL and large server logs, copies
-#        the sweep's log to OUT/ctax_run_<UTC stamp>.log, tars OUT into DEST, <16 MiB parts;
+#   bash tools/gpu_run.sh fetch OUT DEST         (after the sweep: compresses raw JSONL and large server
+#        logs, copies the sweep's log to OUT/ctax_run_<UTC stamp>.log, tars what this stretch
+#        wrote (newer than OUT.stamp; all of OUT without a stamp) into DEST, <16 MiB parts;
 #        here, after unpacking: `ctax archive ROOT --recompress` shrinks the raw step logs that
 #        `ctax run` wrote at zstd 9 by ~23%, verified, without spending device time)
 # A later stretch resumes an archived root: copy it from results/ (it travels with the checkout)
@@ -26,6 +35,31 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}; shift || true
+
+# Tars into DEST/results.tgz (parts of 15 MiB when larger) what the stretch wrote under OUT: the
+# files newer than OUT.stamp (`start` writes it), or all of OUT when there is no stamp. A file
+# still being written is taken as it is (tar's "file changed as we read it" is not an error).
+bring_back() {
+  local out=$1 dest=$2 base list
+  base=$(basename "$out")
+  list=$(mktemp)
+  if [[ -f "$out.stamp" ]]; then
+    (cd "$(dirname "$out")" && find "$base" -type f -newer "$out.stamp" ! -name .summary.lock) > "$list"
+  else
+    (cd "$(dirname "$out")" && find "$base" -type f ! -name .summary.lock) > "$list"
+  fi
+  rm -f "$dest"/results.tgz "$dest"/results.tgz.part_*
+  local rc=0
+  tar czf "$dest/results.tgz" --warning=no-file-changed -C "$(dirname "$out")" -T "$list" || rc=$?
+  (( rc <= 1 )) || { echo "[gpu_run] tar failed (exit $rc)" >&2; rm -f "$list"; return "$rc"; }
+  echo "[gpu_run] $(wc -l < "$list") files written since the stretch began -> $dest/results.tgz"
+  rm -f "$list"
+  if (( $(stat -c %s "$dest/results.tgz") > 15 * 1024 * 1024 )); then
+    split -b 15M -d "$dest/results.tgz" "$dest/results.tgz.part_"
+    rm "$dest/results.tgz"
+  fi
+  ls -la "$dest"
+}
 case "$cmd" in
   pack)
     mkdir -p "$REPO/.gpu"
@@ -76,6 +110,9 @@ case "$cmd" in
       cat /tmp/ctax-bins/part_* | tar xzf - -C "$REPO/target/release"
     fi
     mkdir -p "$out"
+    # What this stretch writes is newer than the stamp (a carried root keeps its files' times):
+    # `snapshot` and `fetch` bring back only that.
+    [[ -f "$out.stamp" ]] || touch "$out.stamp"
     # The GPUs as ctax records them (index, UUID); ctax reads the same query per slot.
     nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader || echo "nvidia-smi: not available"
     setsid nohup "$REPO/target/release/ctax" run --profile "$profile" --out "$out" "$@" \
@@ -93,7 +130,13 @@ case "$cmd" in
       sleep 5
     done
     if running; then echo "STILL RUNNING"; else echo "FINISHED"; fi
-    tail -40 "$out.log" ;;
+    tail -40 "$out.log"
+    if [[ -n "${3:-}" ]]; then
+      if running; then "$0" snapshot "$out" "$3"; else "$0" fetch "$out" "$3"; fi
+    fi ;;
+  snapshot)
+    out=${1:?results root}; dest=${2:?destination dir}
+    bring_back "$out" "$dest" ;;
   stop)
     # Ctrl-C for the detached sweep: SIGINT to ctax run, which stops every slot's server, keeps
     # the data and exits 130; resume later with the same start command.
@@ -110,13 +153,7 @@ case "$cmd" in
       || echo "[gpu_run] ctax archive left some files as they were (listed above); fetching anyway"
     # One log per stretch, never overwritten: a resumed root keeps every earlier stretch's log.
     cp "$out.log" "$out/ctax_run_$(date -u +%Y%m%d-%H%M%S).log" 2>/dev/null || true
-    tar czf "$dest/results.tgz" --exclude=.summary.lock -C "$(dirname "$out")" "$(basename "$out")"
-    size=$(stat -c %s "$dest/results.tgz")
-    if (( size > 15 * 1024 * 1024 )); then
-      split -b 15M -d "$dest/results.tgz" "$dest/results.tgz.part_"
-      rm "$dest/results.tgz"
-    fi
-    ls -la "$dest" ;;
+    bring_back "$out" "$dest" ;;
   probe)
     # Prefill capacity of the stand-in per input length (tools/prefill_probe.py): a plain server
     # on GPU 0 with the h200/h200x2 profiles' engine settings; run it when no sweep is running.
@@ -126,5 +163,5 @@ case "$cmd" in
       PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 CTAX_MAX_MODEL_LEN=200000 \
       CTAX_MAX_NUM_BATCHED_TOKENS=8192 CTAX_GPU_MEM_UTIL=0.9 \
       python3 "$REPO/tools/prefill_probe.py" --input-lens "$lens" --repeats 3 --burst 8 --out "$dest" ;;
-  *) echo "usage: $0 pack | parts | receive | start PROFILE OUT [args] | wait SECONDS OUT | stop OUT | fetch OUT DEST | probe JSON [LENS]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack | parts | receive | start PROFILE OUT [args] | wait SECONDS OUT [DEST] | snapshot OUT DEST | stop OUT | fetch OUT DEST | probe JSON [LENS]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,237 @@
+//! `tools/gpu_run.sh snapshot` and `fetch` bring back what a GPU stretch wrote (the files newer
+//! than `OUT.stamp`), and `snapshot` leaves the results root exactly as it was while a sweep may
+//! still append to it.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn gpu_run(args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg(repo().join("tools/gpu_run.sh"))
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "gpu_run.sh {args:?} failed:\n{text}");
+    text
+}
+
+fn set_mtime(p: &Path, t: SystemTime) {
+    fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+/// `(path inside the tar, bytes)` of every file of `dest/results.tgz` (joined from its parts).
+fn untar(dest: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut parts: Vec<PathBuf> = fs::read_dir(dest)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("results.tgz")
+        })
+        .collect();
+    parts.sort();
+    let x = dest.join("x");
+    fs::create_dir_all(&x).unwrap();
+    let cat = parts
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let st = Command::new("bash")
+        .arg("-c")
+        .arg(format!("cat {cat} | tar xzf - -C {}", x.display()))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut files = Vec::new();
+    let mut stack = vec![x.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(&x).unwrap().display().to_string();
+                files.push((rel, fs::read(&p).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// A root carried in from the archive (old files) and a stretch that added a launch, appended
+/// to the manifest and still holds a raw file open.
+struct Stretch {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    open_raw: fs::File,
+}
+
+fn stretch() -> Stretch {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("h200x2");
+    let old_run = root.join("20261130-205621_plain_l0");
+    fs::create_dir_all(&old_run).unwrap();
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    for (p, text) in [
+        (old_run.join("summary.json"), "{}\n"),
+        (root.join("profile.toml"), "name = \"x\"\n"),
+        (root.join("manifest.jsonl"), "{\"launch\":0}\n"),
+    ] {
+        fs::write(&p, text).unwrap();
+        set_mtime(&p, hour_ago);
+    }
+    fs::write(tmp.path().join("h200x2.stamp"), "").unwrap();
+    set_mtime(
+        &tmp.path().join("h200x2.stamp"),
+        SystemTime::now() - Duration::from_secs(60),
+    );
+    fs::write(tmp.path().join("h200x2.log"), "[ctax] sweep\n").unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("manifest.jsonl"))
+        .unwrap()
+        .write_all(b"{\"launch\":4}\n")
+        .unwrap();
+    let new_run = root.join("20261202-174216_plain_l4");
+    fs::create_dir_all(&new_run).unwrap();
+    let mut open_raw = fs::File::create(new_run.join("requests_A_r2_i4096_o256.jsonl")).unwrap();
+    for i in 0..2000 {
+        writeln!(
+            open_raw,
+            "{{\"request_id\":{i},\"ttft_ms\":{}.5}}",
+            100 + i % 7
+        )
+        .unwrap();
+    }
+    open_raw.flush().unwrap();
+    Stretch {
+        _tmp: tmp,
+        root,
+        open_raw,
+    }
+}
+
+fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>, SystemTime)> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let m = fs::metadata(&p).unwrap().modified().unwrap();
+                v.push((p.display().to_string(), fs::read(&p).unwrap(), m));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn snapshot_brings_back_only_the_stretch_s_files_and_touches_nothing() {
+    let mut s = stretch();
+    let dest = s.root.parent().unwrap().join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    let before = snapshot_of(&s.root);
+    let msg = gpu_run(&["snapshot", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
+    assert!(
+        msg.contains("2 files written since the stretch began"),
+        "{msg}"
+    );
+    assert_eq!(
+        snapshot_of(&s.root),
+        before,
+        "snapshot changed the results root"
+    );
+    let got = untar(&dest);
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "h200x2/20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl",
+            "h200x2/manifest.jsonl",
+        ],
+        "only the files newer than the stamp (the old launch and profile stay behind)"
+    );
+    let raw_now = fs::read(
+        s.root
+            .join("20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(got[0].1, raw_now, "the raw file as it is on disk");
+    assert_eq!(got[1].1, b"{\"launch\":0}\n{\"launch\":4}\n");
+    // The collector keeps appending to the same file after the snapshot: nothing was lost.
+    writeln!(s.open_raw, "{{\"request_id\":2000,\"ttft_ms\":1.5}}").unwrap();
+    s.open_raw.flush().unwrap();
+    let after = fs::read_to_string(
+        s.root
+            .join("20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl"),
+    )
+    .unwrap();
+    assert_eq!(after.lines().count(), 2001);
+}
+
+#[test]
+fn fetch_compresses_the_stretch_s_raw_files_and_keeps_every_byte() {
+    let s = stretch();
+    let raw = s
+        .root
+        .join("20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl");
+    let raw_bytes = fs::read(&raw).unwrap();
+    drop(s.open_raw);
+    let dest = s.root.parent().unwrap().join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    gpu_run(&["fetch", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
+    let got = untar(&dest);
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(
+        names[0],
+        "h200x2/20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl.zst"
+    );
+    assert!(names[1].starts_with("h200x2/ctax_run_") && names[1].ends_with(".log"));
+    assert_eq!(names[2], "h200x2/manifest.jsonl");
+    let mut decoded = Vec::new();
+    zstd::stream::read::Decoder::new(&got[0].1[..])
+        .unwrap()
+        .read_to_end(&mut decoded)
+        .unwrap();
+    assert_eq!(decoded, raw_bytes, "the archive decodes to the raw file");
+}
+
+#[test]
+fn without_a_stamp_everything_comes_back() {
+    let s = stretch();
+    fs::remove_file(s.root.parent().unwrap().join("h200x2.stamp")).unwrap();
+    let dest = s.root.parent().unwrap().join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    gpu_run(&["snapshot", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
+    let names: Vec<String> = untar(&dest).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(names.contains(&"h200x2/profile.toml".to_owned()));
+    assert!(names.contains(&"h200x2/20261130-205621_plain_l0/summary.json".to_owned()));
+}
