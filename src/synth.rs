@@ -197,6 +197,9 @@ fn check_new_root(root: &Path) -> anyhow::Result<()> {
 
 /// Writes a results root at `root` (which must not exist or be empty: [`check_new_root`]) and
 /// returns the run directories written.
+/// The wall clock of the first synthetic launch (2026-01-01 00:00 UTC).
+const SYNTH_EPOCH_MS: u64 = 1_767_225_600_000;
+
 pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     check_new_root(root)?;
     std::fs::create_dir_all(root.join("preflight"))?;
@@ -272,7 +275,13 @@ pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
                 machine_id: Some(format!("synth-machine-{machine}")),
                 ..Default::default()
             });
-            write_run(spec, cfg, launch, level, placement, &cells, &dir, &mut rng)?;
+            // Wall clock: launches in turn, launch-major (every config's l0, then every l1, …),
+            // 10 minutes apart, as a sweep interleaves them.
+            let wall_ms = SYNTH_EPOCH_MS
+                + (u64::from(launch) * spec.configs.len() as u64 + ci as u64) * 600_000;
+            write_run(
+                spec, cfg, launch, level, placement, &cells, &dir, wall_ms, &mut rng,
+            )?;
             dirs.push(dir);
         }
     }
@@ -300,6 +309,7 @@ fn write_run(
     placement: Option<ctax_schema::Placement>,
     cells: &[(Phase, Cell)],
     dir: &Path,
+    wall_ms: u64,
     rng: &mut Xoshiro256PlusPlus,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -359,10 +369,12 @@ fn write_run(
         schema_version: SCHEMA_VERSION,
         ..Default::default()
     };
-    let mut t0: u64 = 1_000_000_000_000;
+    const T0: u64 = 1_000_000_000_000;
+    let mut t0 = T0;
     for (phase, cell) in cells {
         let level = level * cell_level(spec, &cfg.name, launch, *phase, cell);
-        let h = write_cell(spec, cfg, launch, level, *phase, cell, dir, t0, rng)?;
+        let mut h = write_cell(spec, cfg, launch, level, *phase, cell, dir, t0, rng)?;
+        h.wall_start_unix_ms = wall_ms + (h.t_start_ns - T0) / 1_000_000;
         t0 = h.t_end_ns + 5_000_000_000;
         summary
             .cells

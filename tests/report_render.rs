@@ -905,6 +905,24 @@ fn machines_and_the_same_cell_are_reported() {
             .join("\n")
     );
     assert!(md.contains("| boot synth-machine-1 |") && md.contains("| yes |"));
+    // Synthetic launches start launch-major (plain l0, mooncake_both l0, plain l1, …): machine
+    // 1 ran mooncake_both l0, plain l1, plain l2, mooncake_both l2 in that order, so plain ran
+    // around mooncake_both there (its only machine with plain) in both phases: not one-sided.
+    assert!(
+        md.contains(
+            "| boot synth-machine-1 | A: mooncake_both l0, plain l1, plain l2, mooncake_both l2; B: mooncake_both l0, plain l1, plain l2, mooncake_both l2 | yes |"
+        ),
+        "machine 1 in start order"
+    );
+    assert!(
+        md.contains("| A | mooncake_both | 0 | 0 | 1 |  |"),
+        "order row"
+    );
+    assert!(
+        md.contains("| B | mooncake_both | 0 | 0 | 1 |  |"),
+        "order row"
+    );
+    assert!(!md.contains("launch order: plain never ran on both sides"));
     assert!(
         md.contains("| mooncake_both | 3; l1 left out (no plain launch on its machine) |"),
         "Launches column"
@@ -924,4 +942,53 @@ fn machines_and_the_same_cell_are_reported() {
     let html = out.html();
     assert!(html.contains("id=\"taxes-machines\"") && html.contains("href=\"#taxes-machines\""));
     assert!(html.contains("id=\"taxes-same-cell\""));
+}
+
+/// Plain and mooncake_both, one launch each on each of two machines, plain first on both
+/// (synthetic launches start launch-major, configs in turn): the order row is one-sided, and a
+/// warning names it.
+#[test]
+fn plain_on_one_side_of_a_config_is_flagged() {
+    use connector_tax::synth::{SynthConfig, SynthSpec, generate};
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = SynthSpec {
+        configs: vec![
+            SynthConfig {
+                machines: vec![0, 1],
+                ..SynthConfig::new("plain", 1.0, 1.0)
+            },
+            SynthConfig {
+                machines: vec![0, 1],
+                ..SynthConfig::new("mooncake_both", 1.2, 1.0)
+            },
+        ],
+        launches: 2,
+        machine_levels: vec![1.0, 0.8],
+        phase_a_rates: vec![1.0, 2.0],
+        requests_per_cell: 100,
+        ..Default::default()
+    };
+    generate(&spec, tmp.path()).unwrap();
+    let ds = connector_tax::ingest::load(tmp.path()).unwrap();
+    let (analysis, verdicts) = connector_tax::pipeline::evaluate(
+        &ds,
+        &connector_tax::analysis::AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let order = &analysis.summary.machines.order;
+    assert_eq!(order.len(), 1);
+    assert_eq!(
+        (order[0].config.as_str(), order[0].one_sided()),
+        ("mooncake_both", Some("before"))
+    );
+    assert!(analysis.summary.warnings.iter().any(|w| w.contains(
+        "launch order: plain never ran on both sides of these configs' launches on a machine they shared: mooncake_both Phase A (plain before it on both machines they shared)"
+    )));
+    let out = render(&Fixture { analysis, verdicts });
+    assert!(out.md().contains(
+        "| A | mooncake_both | 2 | 0 | 0 | **one-sided**: plain before it on every machine |"
+    ));
 }

@@ -178,7 +178,16 @@ fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellSt
             })
             .collect(),
         machine: launch.and_then(|_| launches.first().map(|l| l.machine.clone())),
+        started_unix_ms: launch.and_then(|_| started(launches.first()?)),
     }
+}
+
+/// When a launch's cell started (wall clock), where the collector recorded it.
+fn started(l: &LaunchSamples) -> Option<u64> {
+    l.health
+        .as_ref()
+        .map(|h| h.wall_start_unix_ms)
+        .filter(|&t| t > 0)
 }
 
 /// Pooled and per-launch statistics of every cell (in parallel over cells).
@@ -194,6 +203,7 @@ pub(crate) fn all_cell_stats(
                 let mut one = pooled.clone();
                 one.launch = Some(cs.launches[0].launch);
                 one.machine = Some(cs.launches[0].machine.clone());
+                one.started_unix_ms = started(&cs.launches[0]);
                 vec![one]
             } else {
                 cs.launches

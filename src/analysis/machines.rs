@@ -10,6 +10,7 @@ use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
 use super::launch_noise::LaunchNoiseSummary;
+use super::launch_order::{self, OrderBalance};
 use super::model::CellStats;
 use super::taxes::Metric;
 use crate::ingest::machine::UNRECORDED;
@@ -21,8 +22,13 @@ const METRICS: [(Metric, &str); 2] = [(Metric::TtftP90, "ttft_p90"), (Metric::Tp
 /// What the summary reports about machines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct MachinesSummary {
-    /// Per machine, per phase (`A`, `B`, `Bp`), its launches as `config lN`, in config order.
+    /// Per machine, per phase (`A`, `B`, `Bp`), its launches as `config lN`, in the order
+    /// they started (config order where a start time is missing).
     pub launches: BTreeMap<String, BTreeMap<Phase, Vec<String>>>,
+    /// Per phase and non-plain config: on how many machines plain ran before, after or around
+    /// its launches ([`super::launch_order`]).
+    #[serde(default)]
+    pub order: Vec<OrderBalance>,
     /// Per cell with launches on ≥ 2 machines and metric: the F-test of the machines.
     pub effects: Vec<MachineEffect>,
     /// The method in one sentence (also in the conventions).
@@ -76,13 +82,23 @@ pub(crate) fn summarize(
     per_launch: &[CellStats],
     noise: &LaunchNoiseSummary,
 ) -> MachinesSummary {
-    type Entry = ((usize, String), u32, String);
+    let starts = launch_order::starts(per_launch);
+    let start_of = |phase: Phase, config: &str, l: u32, m: &str| -> u64 {
+        starts
+            .iter()
+            .filter(|s| s.phase == phase && s.config == config && s.launch == l && s.machine == m)
+            .map(|s| s.unix_ms)
+            .min()
+            .unwrap_or(u64::MAX)
+    };
+    type Entry = (u64, (usize, String), u32, String);
     let mut launches: BTreeMap<String, BTreeMap<Phase, Vec<Entry>>> = BTreeMap::new();
     for c in per_launch {
         let (Some(l), Some(m)) = (c.launch, c.machine.as_deref()) else {
             continue;
         };
         let entry = (
+            start_of(c.key.phase, &c.key.config, l, m),
             super::model::config_order(&c.key.config),
             l,
             c.key.config.clone(),
@@ -105,7 +121,9 @@ pub(crate) fn summarize(
                     v.sort();
                     (
                         p,
-                        v.into_iter().map(|(_, l, c)| format!("{c} l{l}")).collect(),
+                        v.into_iter()
+                            .map(|(_, _, l, c)| format!("{c} l{l}"))
+                            .collect(),
                     )
                 })
                 .collect();
@@ -156,6 +174,7 @@ pub(crate) fn summarize(
     }
     MachinesSummary {
         launches,
+        order: launch_order::balance(&starts),
         effects,
         method: METHOD.into(),
     }

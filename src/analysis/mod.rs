@@ -9,6 +9,7 @@
 //! | what is a tax? | [`taxes`] |
 //! | do the GPUs of one host differ (plain vs plain)? | [`calibration`] |
 //! | which launches ran on which machine, and do the machines differ? | [`machines`] |
+//! | did plain run before, after or around each config on its machines? | [`launch_order`] |
 //! | does the cell both phases measure give the same tax in both? | [`same_cell`] |
 //! | which conventions do the numbers follow? | [`conventions`] |
 //! | what do the output files contain? | [`model`] |
@@ -17,6 +18,7 @@ mod calibration;
 mod cells;
 mod conventions;
 pub(crate) mod launch_noise;
+pub mod launch_order;
 pub mod machines;
 pub mod model;
 mod replicates;
@@ -173,6 +175,7 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         );
     }
     warnings.extend(pairing_warnings(&tax_list));
+    warnings.extend(order_warning(&machines.order));
     let same_cell = same_cell::checks(&engine);
     warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {
         format!(
@@ -218,6 +221,34 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         samples,
         rep,
         noise,
+    })
+}
+
+/// One warning naming every (phase, config) whose machines all ran plain on one side of its
+/// launches ([`launch_order`]): a drift of a machine over its stretch is then read as tax.
+fn order_warning(order: &[launch_order::OrderBalance]) -> Option<String> {
+    let one_sided: Vec<String> = order
+        .iter()
+        .filter_map(|o| {
+            let side = o.one_sided()?;
+            let n = o.machines();
+            let on = match n {
+                1 => "the one machine they shared".to_owned(),
+                2 => "both machines they shared".to_owned(),
+                _ => format!("all {n} machines they shared"),
+            };
+            Some(format!(
+                "{} Phase {} (plain {side} it on {on})",
+                o.config,
+                o.phase.tag()
+            ))
+        })
+        .collect();
+    (!one_sided.is_empty()).then(|| {
+        format!(
+            "launch order: plain never ran on both sides of these configs' launches on a machine they shared: {}. A machine that drifts over a stretch (the server keeps getting faster for minutes, the host and GPU warm) moves their taxes by the drift, and the data cannot tell it from a tax; `ctax run --plain-last` brackets a machine's launches with plain",
+            one_sided.join("; ")
+        )
     })
 }
 

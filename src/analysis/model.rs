@@ -187,6 +187,11 @@ pub struct CellStats {
     /// row pooled over launches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
+    /// When a per-launch row's cell started (the collector's `wall_start_unix_ms`); `None` in a
+    /// row pooled over launches or where the collector recorded no start. The launch order on
+    /// each machine ([`super::launch_order`]) reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_ms: Option<u64>,
 }
 
 impl CellStats {

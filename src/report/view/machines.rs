@@ -29,10 +29,23 @@ pub(crate) struct EffectRow {
     pub sd_within: String,
 }
 
+/// Where plain ran relative to one config's launches on the machines the two shared.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OrderRow {
+    pub phase: String,
+    pub config: String,
+    pub before: u32,
+    pub after: u32,
+    pub around: u32,
+    /// `plain before it on every machine` (one-sided: drift reads as tax), else empty.
+    pub one_sided: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct MachinesView {
     pub rows: Vec<MachineRow>,
     pub effects: Vec<EffectRow>,
+    pub order: Vec<OrderRow>,
 }
 
 pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
@@ -62,7 +75,26 @@ pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
         })
         .collect();
     let effects = m.effects.iter().map(|e| effect_row(r, e)).collect();
-    MachinesView { rows, effects }
+    let order = m
+        .order
+        .iter()
+        .map(|o| OrderRow {
+            phase: super::phase_name(o.phase).to_owned(),
+            config: o.config.clone(),
+            before: o.plain_before,
+            after: o.plain_after,
+            around: o.plain_around,
+            one_sided: o
+                .one_sided()
+                .map(|side| format!("plain {side} it on every machine"))
+                .unwrap_or_default(),
+        })
+        .collect();
+    MachinesView {
+        rows,
+        effects,
+        order,
+    }
 }
 
 fn effect_row(r: &AnalysisResult, e: &MachineEffect) -> EffectRow {

@@ -1,0 +1,200 @@
+//! Launch order on each machine: did plain's launches start before, after or around a config's?
+//!
+//! A tax compares a config with plain on the same machine, but their launches ran minutes apart
+//! in one stretch, and a machine can drift over a stretch (the server keeps getting faster for
+//! minutes after a launch; the host and GPUs warm; other tenants come and go). Where plain ran
+//! on the same side of a config's launches on every machine the two shared, such a drift is
+//! read as the config's tax, and the data cannot tell the two apart. This module says, per
+//! phase and config, on how many of those machines plain ran before, after or around (before
+//! and after, interleaved or at the same time) the config's launches; the analysis warns about
+//! a config whose every machine puts plain on one side. `ctax run --plain-last` brackets
+//! (DESIGN.md §4.3 "Launch order").
+
+use std::collections::BTreeMap;
+
+use ctax_schema::Phase;
+use serde::{Deserialize, Serialize};
+
+use super::model::CellStats;
+
+/// Per phase and non-plain config: where plain's launches ran relative to the config's, over
+/// the machines where both ran with recorded start times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderBalance {
+    pub phase: Phase,
+    pub config: String,
+    /// Machines where every plain launch started before the config's first.
+    pub plain_before: u32,
+    /// Machines where every plain launch started after the config's last.
+    pub plain_after: u32,
+    /// Machines with plain launches on both sides, interleaved, or started at the same time.
+    pub plain_around: u32,
+}
+
+impl OrderBalance {
+    pub fn machines(&self) -> u32 {
+        self.plain_before + self.plain_after + self.plain_around
+    }
+
+    /// `Some("before")` / `Some("after")` when plain ran on that side of the config's launches
+    /// on every machine the two shared; `None` when some machine brackets or the sides differ.
+    pub fn one_sided(&self) -> Option<&'static str> {
+        let n = self.machines();
+        if n == 0 {
+            None
+        } else if self.plain_before == n {
+            Some("before")
+        } else if self.plain_after == n {
+            Some("after")
+        } else {
+            None
+        }
+    }
+}
+
+/// One per-launch row's start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Start<'a> {
+    pub phase: Phase,
+    pub config: &'a str,
+    pub launch: u32,
+    pub machine: &'a str,
+    pub unix_ms: u64,
+}
+
+/// The starts of the per-launch rows that record a launch, a machine and a start time.
+pub(crate) fn starts(per_launch: &[CellStats]) -> Vec<Start<'_>> {
+    per_launch
+        .iter()
+        .filter_map(|c| {
+            Some(Start {
+                phase: c.key.phase,
+                config: c.key.config.as_str(),
+                launch: c.launch?,
+                machine: c.machine.as_deref()?,
+                unix_ms: c.started_unix_ms?,
+            })
+        })
+        .collect()
+}
+
+/// The balance of every (phase, non-plain config) that shared a machine with plain: a launch's
+/// start in a phase is the earliest start of its cells there.
+pub(crate) fn balance(rows: &[Start]) -> Vec<OrderBalance> {
+    // (phase, machine, config) → launch → start.
+    let mut starts: BTreeMap<(Phase, &str, &str), BTreeMap<u32, u64>> = BTreeMap::new();
+    for r in rows {
+        let e = starts
+            .entry((r.phase, r.machine, r.config))
+            .or_default()
+            .entry(r.launch)
+            .or_insert(r.unix_ms);
+        *e = (*e).min(r.unix_ms);
+    }
+    let mut out: BTreeMap<(Phase, (usize, String)), OrderBalance> = BTreeMap::new();
+    for ((phase, machine, config), launches) in &starts {
+        if *config == "plain" {
+            continue;
+        }
+        let Some(plain) = starts.get(&(*phase, *machine, "plain")) else {
+            continue;
+        };
+        let (p_first, p_last) = span(plain);
+        let (x_first, x_last) = span(launches);
+        let b = out
+            .entry((*phase, super::model::config_order(config)))
+            .or_insert_with(|| OrderBalance {
+                phase: *phase,
+                config: (*config).to_owned(),
+                plain_before: 0,
+                plain_after: 0,
+                plain_around: 0,
+            });
+        if p_last < x_first {
+            b.plain_before += 1;
+        } else if p_first > x_last {
+            b.plain_after += 1;
+        } else {
+            b.plain_around += 1;
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Earliest and latest start.
+fn span(starts: &BTreeMap<u32, u64>) -> (u64, u64) {
+    let first = starts.values().copied().min().unwrap_or(0);
+    let last = starts.values().copied().max().unwrap_or(0);
+    (first, last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row<'a>(phase: Phase, config: &'a str, launch: u32, machine: &'a str, t: u64) -> Start<'a> {
+        Start {
+            phase,
+            config,
+            launch,
+            machine,
+            unix_ms: t,
+        }
+    }
+
+    /// Machine m1: plain (two cells, 100 and 160) before x (200); m2: x (100) before plain
+    /// (300); m3: plain 100, x 200, plain 400 (bracketed); y only on m1 after plain; z with
+    /// plain started at the same moment on two GPUs of m1 (around).
+    #[test]
+    fn plain_before_after_and_around() {
+        use Phase::A;
+        let rows = [
+            row(A, "plain", 0, "m1", 160),
+            row(A, "plain", 0, "m1", 100),
+            row(A, "x", 0, "m1", 200),
+            row(A, "x", 1, "m2", 100),
+            row(A, "plain", 1, "m2", 300),
+            row(A, "plain", 2, "m3", 100),
+            row(A, "x", 2, "m3", 200),
+            row(A, "plain", 3, "m3", 400),
+            row(A, "y", 0, "m1", 500),
+            row(A, "z", 0, "m1", 100),
+            row(Phase::B, "x", 0, "m9", 10),
+        ];
+        let b = balance(&rows);
+        let get = |c: &str| b.iter().find(|o| o.config == c).unwrap();
+        let x = get("x");
+        assert_eq!(
+            (x.plain_before, x.plain_after, x.plain_around),
+            (1, 1, 1),
+            "m1 before, m2 after, m3 around"
+        );
+        assert_eq!(x.one_sided(), None);
+        let y = get("y");
+        assert_eq!((y.plain_before, y.machines()), (1, 1));
+        assert_eq!(y.one_sided(), Some("before"));
+        let z = get("z");
+        assert_eq!(
+            (z.plain_around, z.one_sided()),
+            (1, None),
+            "same start: around"
+        );
+        assert!(
+            b.iter().all(|o| o.config != "plain" && o.phase == A),
+            "no plain row; Phase B's x never met plain"
+        );
+    }
+
+    #[test]
+    fn plain_after_on_every_machine_is_one_sided() {
+        let rows = [
+            row(Phase::B, "x", 0, "m1", 100),
+            row(Phase::B, "plain", 0, "m1", 200),
+            row(Phase::B, "x", 1, "m2", 100),
+            row(Phase::B, "plain", 1, "m2", 200),
+        ];
+        let b = balance(&rows);
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].plain_after, b[0].one_sided()), (2, Some("after")));
+    }
+}
