@@ -987,6 +987,14 @@ fn plain_on_one_side_of_a_config_is_flagged() {
     assert!(analysis.summary.warnings.iter().any(|w| w.contains(
         "launch order: plain never ran on both sides of these configs' launches on a machine they shared: mooncake_both Phase A (plain before it on both machines they shared)"
     )));
+    let h1 = verdicts.hypotheses.iter().find(|h| h.id == "h1").unwrap();
+    assert!(
+        h1.reason.contains(
+            "launch order one-sided: plain ran before mooncake_both on every machine they shared"
+        ),
+        "H1 says its order is one-sided: {}",
+        h1.reason
+    );
     let out = render(&Fixture { analysis, verdicts });
     assert!(out.md().contains(
         "| A | mooncake_both | 2 | 0 | 0 | **one-sided**: plain before it on every machine |"

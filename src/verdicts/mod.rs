@@ -49,7 +49,37 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     note_single_launches(&mut v, &s.taxes, |id| hypotheses::configs_in(&ctx, id));
     note_same_cell(&mut v, &s.same_cell, |id| hypotheses::configs_in(&ctx, id));
     note_noisier_phases(&mut v, &s.launch_noise);
+    note_launch_order(&mut v, &s.machines.order, |id| {
+        hypotheses::configs_in(&ctx, id)
+    });
     v
+}
+
+/// A tax verdict whose configs had plain on one side of their launches on every machine they
+/// shared in the verdict's phase ([`crate::analysis::launch_order`]) says so: a drift of those
+/// machines over their stretches is in its taxes.
+fn note_launch_order(
+    v: &mut Verdicts,
+    order: &[crate::analysis::launch_order::OrderBalance],
+    configs_of: impl Fn(&str) -> &'static [&'static str],
+) {
+    for x in testable_mut(v) {
+        let phase = hypotheses::phase_of(&x.id);
+        let configs = configs_of(&x.id);
+        let sides: Vec<String> = order
+            .iter()
+            .filter(|o| o.phase == phase && configs.contains(&o.config.as_str()))
+            .filter_map(|o| Some(format!("{} {}", o.one_sided()?, o.config)))
+            .collect();
+        if !sides.is_empty() {
+            x.reason = format!(
+                "{}; launch order one-sided: plain ran {} on every machine they shared (a \
+                 machine's drift over its stretch is in the tax; see Machines)",
+                x.reason,
+                sides.join(", ")
+            );
+        }
+    }
 }
 
 /// A verdict on Phase B (H5: TTFT p90, H6: TPOT p90, SC5: both) whose phase's launches spread
