@@ -235,3 +235,63 @@ fn without_a_stamp_everything_comes_back() {
     assert!(names.contains(&"h200x2/profile.toml".to_owned()));
     assert!(names.contains(&"h200x2/20261130-205621_plain_l0/summary.json".to_owned()));
 }
+
+/// `wait SECONDS OUT DEST` on a sweep that has ended fetches into DEST in the same call (a
+/// separate fetch call can come after the device has given the machine back).
+#[test]
+fn a_wait_that_sees_the_sweep_end_fetches() {
+    let s = stretch();
+    drop(s.open_raw);
+    let parent = s.root.parent().unwrap();
+    // No such process: the sweep has ended.
+    fs::write(parent.join("h200x2.pid"), "999999999\n").unwrap();
+    let dest = parent.join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    let msg = gpu_run(&[
+        "wait",
+        "5",
+        s.root.to_str().unwrap(),
+        dest.to_str().unwrap(),
+    ]);
+    assert!(msg.contains("FINISHED"), "{msg}");
+    let names: Vec<String> = untar(&dest).into_iter().map(|(n, _)| n).collect();
+    assert!(
+        names.contains(
+            &"h200x2/20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl.zst".to_owned()
+        ),
+        "{names:?}"
+    );
+}
+
+/// `wait SECONDS OUT DEST` while the sweep runs brings a snapshot back and leaves the root as
+/// it was.
+#[test]
+fn a_wait_while_the_sweep_runs_snapshots() {
+    let s = stretch();
+    let parent = s.root.parent().unwrap();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    fs::write(parent.join("h200x2.pid"), format!("{}\n", sleeper.id())).unwrap();
+    let dest = parent.join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    let before = snapshot_of(&s.root);
+    let msg = gpu_run(&[
+        "wait",
+        "1",
+        s.root.to_str().unwrap(),
+        dest.to_str().unwrap(),
+    ]);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(msg.contains("STILL RUNNING"), "{msg}");
+    assert_eq!(
+        snapshot_of(&s.root),
+        before,
+        "the root is untouched while running"
+    );
+    let names: Vec<String> = untar(&dest).into_iter().map(|(n, _)| n).collect();
+    assert!(
+        names
+            .contains(&"h200x2/20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl".to_owned()),
+        "{names:?}"
+    );
+}

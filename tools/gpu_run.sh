@@ -132,7 +132,7 @@ case "$cmd" in
     if running; then echo "STILL RUNNING"; else echo "FINISHED"; fi
     tail -40 "$out.log"
     if [[ -n "${3:-}" ]]; then
-      if running; then "$0" snapshot "$out" "$3"; else "$0" fetch "$out" "$3"; fi
+      if running; then bring_back "$out" "$3"; else bash "$REPO/tools/gpu_run.sh" fetch "$out" "$3"; fi
     fi ;;
   snapshot)
     out=${1:?results root}; dest=${2:?destination dir}
