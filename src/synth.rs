@@ -195,11 +195,11 @@ fn check_new_root(root: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// Writes a results root at `root` (which must not exist or be empty: [`check_new_root`]) and
-/// returns the run directories written.
 /// The wall clock of the first synthetic launch (2026-01-01 00:00 UTC).
 const SYNTH_EPOCH_MS: u64 = 1_767_225_600_000;
 
+/// Writes a results root at `root` (which must not exist or be empty: [`check_new_root`]) and
+/// returns the run directories written.
 pub fn generate(spec: &SynthSpec, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     check_new_root(root)?;
     std::fs::create_dir_all(root.join("preflight"))?;

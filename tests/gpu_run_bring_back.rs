@@ -159,7 +159,7 @@ fn snapshot_brings_back_only_the_stretch_s_files_and_touches_nothing() {
     let before = snapshot_of(&s.root);
     let msg = gpu_run(&["snapshot", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
     assert!(
-        msg.contains("2 files written since the stretch began"),
+        msg.contains("3 files written since the stretch began"),
         "{msg}"
     );
     assert_eq!(
@@ -172,18 +172,19 @@ fn snapshot_brings_back_only_the_stretch_s_files_and_touches_nothing() {
     assert_eq!(
         names,
         [
+            "h200x2.log",
             "h200x2/20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl",
             "h200x2/manifest.jsonl",
         ],
-        "only the files newer than the stamp (the old launch and profile stay behind)"
+        "the sweep's log and the files newer than the stamp (the old launch and profile stay behind)"
     );
     let raw_now = fs::read(
         s.root
             .join("20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl"),
     )
     .unwrap();
-    assert_eq!(got[0].1, raw_now, "the raw file as it is on disk");
-    assert_eq!(got[1].1, b"{\"launch\":0}\n{\"launch\":4}\n");
+    assert_eq!(got[1].1, raw_now, "the raw file as it is on disk");
+    assert_eq!(got[2].1, b"{\"launch\":0}\n{\"launch\":4}\n");
     // The collector keeps appending to the same file after the snapshot: nothing was lost.
     writeln!(s.open_raw, "{{\"request_id\":2000,\"ttft_ms\":1.5}}").unwrap();
     s.open_raw.flush().unwrap();
@@ -208,15 +209,16 @@ fn fetch_compresses_the_stretch_s_raw_files_and_keeps_every_byte() {
     gpu_run(&["fetch", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
     let got = untar(&dest);
     let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names[0], "h200x2.log");
     assert_eq!(
-        names[0],
+        names[1],
         "h200x2/20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl.zst"
     );
-    assert!(names[1].starts_with("h200x2/ctax_run_") && names[1].ends_with(".log"));
-    assert_eq!(names[2], "h200x2/manifest.jsonl");
+    assert!(names[2].starts_with("h200x2/ctax_run_") && names[2].ends_with(".log"));
+    assert_eq!(names[3], "h200x2/manifest.jsonl");
     let mut decoded = Vec::new();
-    zstd::stream::read::Decoder::new(&got[0].1[..])
+    zstd::stream::read::Decoder::new(&got[1].1[..])
         .unwrap()
         .read_to_end(&mut decoded)
         .unwrap();
@@ -231,7 +233,7 @@ fn without_a_stamp_everything_comes_back() {
     fs::create_dir_all(&dest).unwrap();
     gpu_run(&["snapshot", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
     let names: Vec<String> = untar(&dest).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names.len(), 5, "{names:?}");
     assert!(names.contains(&"h200x2/profile.toml".to_owned()));
     assert!(names.contains(&"h200x2/20261130-205621_plain_l0/summary.json".to_owned()));
 }
@@ -294,4 +296,49 @@ fn a_wait_while_the_sweep_runs_snapshots() {
             .contains(&"h200x2/20261202-174216_plain_l4/requests_A_r2_i4096_o256.jsonl".to_owned()),
         "{names:?}"
     );
+}
+
+/// Mid-sweep, an archive beside the raw file it is being made from (a step log compressed at a
+/// launch's end) and a temp file of an atomic write are left out of a snapshot: the plain file
+/// holds everything, and the pair must not land together.
+#[test]
+fn a_snapshot_leaves_out_half_made_archives_and_temp_files() {
+    let s = stretch();
+    let run = s.root.join("20261202-174216_plain_l4");
+    fs::write(run.join("engine_step_raw.77.jsonl"), "{\"step\":1}\n").unwrap();
+    fs::write(run.join("engine_step_raw.77.jsonl.zst"), "partial").unwrap();
+    fs::write(run.join(".summary.json.tmp.123"), "{").unwrap();
+    let dest = s.root.parent().unwrap().join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    gpu_run(&["snapshot", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
+    let names: Vec<String> = untar(&dest).into_iter().map(|(n, _)| n).collect();
+    assert!(names.contains(&"h200x2/20261202-174216_plain_l4/engine_step_raw.77.jsonl".to_owned()));
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.ends_with(".zst") || n.contains(".tmp.")),
+        "{names:?}"
+    );
+}
+
+/// On a machine without the sweep (the device gave the old one back), `wait` says so and
+/// exits 3 instead of fetching nothing.
+#[test]
+fn a_wait_without_a_sweep_says_so() {
+    let s = stretch();
+    let dest = s.root.parent().unwrap().join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    let out = Command::new("bash")
+        .arg(repo().join("tools/gpu_run.sh"))
+        .args([
+            "wait",
+            "1",
+            s.root.to_str().unwrap(),
+            dest.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NO SWEEP HERE"));
+    assert_eq!(fs::read_dir(&dest).unwrap().count(), 0, "nothing fetched");
 }

@@ -12,9 +12,10 @@
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
 #        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last)
-#   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass; log
-#        tail; with DEST ($OUT), every call brings back what this stretch wrote so far: `fetch`
-#        when the sweep has ended, else `snapshot`. Use it on every wait: the machine is given
+#   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
+#        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
+#        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:
+#        `fetch` when the sweep has ended, else `snapshot`. Use it on every wait: the machine is given
 #        back after 30 s without a call, and on 2026-12-02 a finished 18-min sweep was lost to
 #        one such gap between the wait that saw it end and the fetch call)
 #   bash tools/gpu_run.sh snapshot OUT DEST      (while the sweep runs: the files written since
@@ -37,20 +38,29 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}; shift || true
 
 # Tars into DEST/results.tgz (parts of 15 MiB when larger) what the stretch wrote under OUT: the
-# files newer than OUT.stamp (`start` writes it), or all of OUT when there is no stamp. A file
-# still being written is taken as it is (tar's "file changed as we read it" is not an error).
+# files newer than OUT.stamp (`start` writes it), or all of OUT when there is no stamp, plus the
+# sweep's log (OUT.log, beside OUT). During a sweep files come and go: a file removed between
+# the listing and tar (a raw step log compressed at a launch's end, a temp file renamed) is
+# skipped (--ignore-failed-read), temp files are not listed, and an `X.jsonl.zst` is left out
+# while its `X.jsonl` is still there (the plain file holds everything; the pair must not land
+# together). A file still being written is taken as it is.
 bring_back() {
-  local out=$1 dest=$2 base list
+  local out=$1 dest=$2 base parent list
   base=$(basename "$out")
+  parent=$(dirname "$out")
   list=$(mktemp)
-  if [[ -f "$out.stamp" ]]; then
-    (cd "$(dirname "$out")" && find "$base" -type f -newer "$out.stamp" ! -name .summary.lock) > "$list"
-  else
-    (cd "$(dirname "$out")" && find "$base" -type f ! -name .summary.lock) > "$list"
-  fi
+  local newer=()
+  [[ -f "$out.stamp" ]] && newer=(-newer "$out.stamp")
+  (cd "$parent" && find "$base" -type f "${newer[@]}" ! -name .summary.lock ! -name '*.tmp*' ! -name '.*.tmp*') \
+    | while IFS= read -r f; do
+        if [[ "$f" == *.jsonl.zst && -e "$parent/${f%.zst}" ]]; then continue; fi
+        printf '%s\n' "$f"
+      done > "$list"
+  [[ -f "$out.log" ]] && echo "$base.log" >> "$list"
   rm -f "$dest"/results.tgz "$dest"/results.tgz.part_*
   local rc=0
-  tar czf "$dest/results.tgz" --warning=no-file-changed -C "$(dirname "$out")" -T "$list" || rc=$?
+  tar czf "$dest/results.tgz" --warning=no-file-changed --ignore-failed-read \
+    -C "$parent" -T "$list" || rc=$?
   (( rc <= 1 )) || { echo "[gpu_run] tar failed (exit $rc)" >&2; rm -f "$list"; return "$rc"; }
   echo "[gpu_run] $(wc -l < "$list") files written since the stretch began -> $dest/results.tgz"
   rm -f "$list"
@@ -122,6 +132,12 @@ case "$cmd" in
     sleep 20; tail -20 "$out.log" ;;
   wait)
     secs=${1:?seconds}; out=${2:?results root}
+    if [[ ! -f "$out.pid" ]]; then
+      echo "NO SWEEP HERE: $out.pid is missing (a fresh machine? the device gives a machine back after 30 s without a call)"
+      exit 3
+    fi
+    # A device call ends at 600 s: leave at least 60 s to bring the data back.
+    if (( secs > 530 )); then echo "[gpu_run] waiting 530 s, not $secs: the bring-back needs the rest of the call"; secs=530; fi
     pid=$(cat "$out.pid" 2>/dev/null || echo 0)
     running() { [[ "$pid" != 0 ]] && kill -0 "$pid" 2>/dev/null; }
     end=$((SECONDS + secs))
@@ -151,8 +167,10 @@ case "$cmd" in
     # ingest cuts them again). Files it leaves as they were are listed; the data stays whole.
     "$REPO/target/release/ctax" archive "$out" --slim-steps \
       || echo "[gpu_run] ctax archive left some files as they were (listed above); fetching anyway"
-    # One log per stretch, never overwritten: a resumed root keeps every earlier stretch's log.
-    cp "$out.log" "$out/ctax_run_$(date -u +%Y%m%d-%H%M%S).log" 2>/dev/null || true
+    # One log per stretch (named after the stretch's start, so a second fetch replaces it): a
+    # resumed root keeps every earlier stretch's log.
+    if [[ -f "$out.stamp" ]]; then stamp=$(date -u -r "$out.stamp" +%Y%m%d-%H%M%S); else stamp=$(date -u +%Y%m%d-%H%M%S); fi
+    cp "$out.log" "$out/ctax_run_$stamp.log" 2>/dev/null || true
     bring_back "$out" "$dest" ;;
   probe)
     # Prefill capacity of the stand-in per input length (tools/prefill_probe.py): a plain server

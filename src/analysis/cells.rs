@@ -178,16 +178,19 @@ fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellSt
             })
             .collect(),
         machine: launch.and_then(|_| launches.first().map(|l| l.machine.clone())),
-        started_unix_ms: launch.and_then(|_| started(launches.first()?)),
+        started_unix_ms: launch.and_then(|_| wall_span(launches.first()?).map(|s| s.0)),
+        ended_unix_ms: launch.and_then(|_| wall_span(launches.first()?).map(|s| s.1)),
     }
 }
 
-/// When a launch's cell started (wall clock), where the collector recorded it.
-fn started(l: &LaunchSamples) -> Option<u64> {
-    l.health
-        .as_ref()
-        .map(|h| h.wall_start_unix_ms)
-        .filter(|&t| t > 0)
+/// When a launch's cell started and ended (wall clock), where the collector recorded it.
+fn wall_span(l: &LaunchSamples) -> Option<(u64, u64)> {
+    let h = l.health.as_ref().filter(|h| h.wall_start_unix_ms > 0)?;
+    let start = h.wall_start_unix_ms;
+    Some((
+        start,
+        start + h.t_end_ns.saturating_sub(h.t_start_ns) / 1_000_000,
+    ))
 }
 
 /// Pooled and per-launch statistics of every cell (in parallel over cells).
@@ -203,7 +206,9 @@ pub(crate) fn all_cell_stats(
                 let mut one = pooled.clone();
                 one.launch = Some(cs.launches[0].launch);
                 one.machine = Some(cs.launches[0].machine.clone());
-                one.started_unix_ms = started(&cs.launches[0]);
+                let span = wall_span(&cs.launches[0]);
+                one.started_unix_ms = span.map(|s| s.0);
+                one.ended_unix_ms = span.map(|s| s.1);
                 vec![one]
             } else {
                 cs.launches

@@ -1,4 +1,4 @@
-//! Launch order on each machine: did plain's launches start before, after or around a config's?
+//! Launch order on each machine: did plain's launches run before, after or around a config's?
 //!
 //! A tax compares a config with plain on the same machine, but their launches ran minutes apart
 //! in one stretch, and a machine can drift over a stretch (the server keeps getting faster for
@@ -6,7 +6,9 @@
 //! on the same side of a config's launches on every machine the two shared, such a drift is
 //! read as the config's tax, and the data cannot tell the two apart. This module says, per
 //! phase and config, on how many of those machines plain ran before, after or around (before
-//! and after, interleaved or at the same time) the config's launches; the analysis warns about
+//! and after, interleaved, or overlapping in time on another GPU) the config's launches; a
+//! launch's span in a phase runs from its first cell's start to its last cell's end. Only the
+//! configs and launches a tax compares count ([`balance`]'s caller filters). The analysis warns about
 //! a config whose every machine puts plain on one side. `ctax run --plain-last` brackets
 //! (DESIGN.md §4.3 "Launch order").
 
@@ -23,11 +25,11 @@ use super::model::CellStats;
 pub struct OrderBalance {
     pub phase: Phase,
     pub config: String,
-    /// Machines where every plain launch started before the config's first.
+    /// Machines where every plain launch ended before the config's first started.
     pub plain_before: u32,
-    /// Machines where every plain launch started after the config's last.
+    /// Machines where every plain launch started after the config's last ended.
     pub plain_after: u32,
-    /// Machines with plain launches on both sides, interleaved, or started at the same time.
+    /// Machines with plain launches on both sides, interleaved, or overlapping in time.
     pub plain_around: u32,
 }
 
@@ -52,7 +54,7 @@ impl OrderBalance {
     }
 }
 
-/// One per-launch row's start.
+/// One per-launch row's cell in wall-clock time.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Start<'a> {
     pub phase: Phase,
@@ -60,47 +62,74 @@ pub(crate) struct Start<'a> {
     pub launch: u32,
     pub machine: &'a str,
     pub unix_ms: u64,
+    pub end_unix_ms: u64,
 }
 
-/// The starts of the per-launch rows that record a launch, a machine and a start time.
+/// The spans of the per-launch rows that record a launch, a machine and a start time (a row
+/// without an end ends where it starts).
 pub(crate) fn starts(per_launch: &[CellStats]) -> Vec<Start<'_>> {
     per_launch
         .iter()
         .filter_map(|c| {
+            let unix_ms = c.started_unix_ms?;
             Some(Start {
                 phase: c.key.phase,
                 config: c.key.config.as_str(),
                 launch: c.launch?,
                 machine: c.machine.as_deref()?,
-                unix_ms: c.started_unix_ms?,
+                unix_ms,
+                end_unix_ms: c.ended_unix_ms.unwrap_or(unix_ms).max(unix_ms),
             })
         })
         .collect()
 }
 
+/// The balance over the launches the taxes compare: a config's paired launches and plain's
+/// launches of its phase's taxes (a config without a tax, or a launch a tax left out for lack
+/// of plain on its machine, does not count).
+pub(crate) fn of_taxes(per_launch: &[CellStats], taxes: &[super::model::Tax]) -> Vec<OrderBalance> {
+    use std::collections::BTreeSet;
+    let mut taxed: BTreeSet<(Phase, &str, u32)> = BTreeSet::new();
+    for t in taxes.iter().filter(|t| !t.machines.is_empty()) {
+        taxed.extend(
+            t.paired_launches
+                .iter()
+                .map(|&l| (t.phase, t.config.as_str(), l)),
+        );
+        taxed.extend(t.plain_launches.iter().map(|&l| (t.phase, "plain", l)));
+    }
+    let rows: Vec<Start> = starts(per_launch)
+        .into_iter()
+        .filter(|r| taxed.contains(&(r.phase, r.config, r.launch)))
+        .collect();
+    balance(&rows)
+}
+
+/// Per launch index: its (start, end) in wall-clock ms.
+type Spans = BTreeMap<u32, (u64, u64)>;
+
 /// The balance of every (phase, non-plain config) that shared a machine with plain: a launch's
 /// start in a phase is the earliest start of its cells there.
 pub(crate) fn balance(rows: &[Start]) -> Vec<OrderBalance> {
-    // (phase, machine, config) → launch → start.
-    let mut starts: BTreeMap<(Phase, &str, &str), BTreeMap<u32, u64>> = BTreeMap::new();
+    // (phase, machine, config) → launch → (start, end).
+    let mut spans: BTreeMap<(Phase, &str, &str), Spans> = BTreeMap::new();
     for r in rows {
-        let e = starts
+        let e = spans
             .entry((r.phase, r.machine, r.config))
             .or_default()
             .entry(r.launch)
-            .or_insert(r.unix_ms);
-        *e = (*e).min(r.unix_ms);
+            .or_insert((r.unix_ms, r.end_unix_ms));
+        e.0 = e.0.min(r.unix_ms);
+        e.1 = e.1.max(r.end_unix_ms);
     }
     let mut out: BTreeMap<(Phase, (usize, String)), OrderBalance> = BTreeMap::new();
-    for ((phase, machine, config), launches) in &starts {
+    for ((phase, machine, config), launches) in &spans {
         if *config == "plain" {
             continue;
         }
-        let Some(plain) = starts.get(&(*phase, *machine, "plain")) else {
+        let Some(plain) = spans.get(&(*phase, *machine, "plain")) else {
             continue;
         };
-        let (p_first, p_last) = span(plain);
-        let (x_first, x_last) = span(launches);
         let b = out
             .entry((*phase, super::model::config_order(config)))
             .or_insert_with(|| OrderBalance {
@@ -110,22 +139,17 @@ pub(crate) fn balance(rows: &[Start]) -> Vec<OrderBalance> {
                 plain_after: 0,
                 plain_around: 0,
             });
-        if p_last < x_first {
+        let first = |m: &Spans| m.values().map(|s| s.0).min().unwrap_or(0);
+        let last = |m: &Spans| m.values().map(|s| s.1).max().unwrap_or(0);
+        if last(plain) < first(launches) {
             b.plain_before += 1;
-        } else if p_first > x_last {
+        } else if first(plain) > last(launches) {
             b.plain_after += 1;
         } else {
             b.plain_around += 1;
         }
     }
     out.into_values().collect()
-}
-
-/// Earliest and latest start.
-fn span(starts: &BTreeMap<u32, u64>) -> (u64, u64) {
-    let first = starts.values().copied().min().unwrap_or(0);
-    let last = starts.values().copied().max().unwrap_or(0);
-    (first, last)
 }
 
 #[cfg(test)]
@@ -139,17 +163,19 @@ mod tests {
             launch,
             machine,
             unix_ms: t,
+            end_unix_ms: t + 50,
         }
     }
 
-    /// Machine m1: plain (two cells, 100 and 160) before x (200); m2: x (100) before plain
-    /// (300); m3: plain 100, x 200, plain 400 (bracketed); y only on m1 after plain; z with
-    /// plain started at the same moment on two GPUs of m1 (around).
+    /// Every cell lasts 50 ms. Machine m1: plain (two cells, 100 and 140, so 100–190) before x
+    /// (200); m2: x (100) before plain (300); m3: plain 100, x 200, plain 400 (bracketed); y
+    /// only on m1 after plain; z started with plain at the same moment and w while plain ran
+    /// (on another GPU of m1): around.
     #[test]
     fn plain_before_after_and_around() {
         use Phase::A;
         let rows = [
-            row(A, "plain", 0, "m1", 160),
+            row(A, "plain", 0, "m1", 140),
             row(A, "plain", 0, "m1", 100),
             row(A, "x", 0, "m1", 200),
             row(A, "x", 1, "m2", 100),
@@ -159,6 +185,7 @@ mod tests {
             row(A, "plain", 3, "m3", 400),
             row(A, "y", 0, "m1", 500),
             row(A, "z", 0, "m1", 100),
+            row(A, "w", 0, "m1", 170),
             row(Phase::B, "x", 0, "m9", 10),
         ];
         let b = balance(&rows);
@@ -179,6 +206,7 @@ mod tests {
             (1, None),
             "same start: around"
         );
+        assert_eq!(get("w").plain_around, 1, "overlapping in time: around");
         assert!(
             b.iter().all(|o| o.config != "plain" && o.phase == A),
             "no plain row; Phase B's x never met plain"

@@ -23,7 +23,7 @@ const METRICS: [(Metric, &str); 2] = [(Metric::TtftP90, "ttft_p90"), (Metric::Tp
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct MachinesSummary {
     /// Per machine, per phase (`A`, `B`, `Bp`), its launches as `config lN`, in the order
-    /// they started (config order where a start time is missing).
+    /// they started (launches without a recorded start last, in config order).
     pub launches: BTreeMap<String, BTreeMap<Phase, Vec<String>>>,
     /// Per phase and non-plain config: on how many machines plain ran before, after or around
     /// its launches ([`super::launch_order`]).
@@ -174,7 +174,8 @@ pub(crate) fn summarize(
     }
     MachinesSummary {
         launches,
-        order: launch_order::balance(&starts),
+        // Filled by the analysis once the taxes are known ([`launch_order::of_taxes`]).
+        order: Vec::new(),
         effects,
         method: METHOD.into(),
     }

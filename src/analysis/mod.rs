@@ -155,7 +155,8 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         opts.bootstrap.seed,
     );
     let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
-    let machines = machines::summarize(&cells, &per_launch, &launch_noise);
+    let mut machines = machines::summarize(&cells, &per_launch, &launch_noise);
+    machines.order = launch_order::of_taxes(&per_launch, &tax_list);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
     for n in launch_noise.noisier_phases() {
         warnings.push(format!(

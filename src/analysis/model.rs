@@ -192,6 +192,9 @@ pub struct CellStats {
     /// each machine ([`super::launch_order`]) reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_unix_ms: Option<u64>,
+    /// When that cell ended (its start plus the collector's `t_end_ns − t_start_ns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_unix_ms: Option<u64>,
 }
 
 impl CellStats {
