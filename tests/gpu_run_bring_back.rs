@@ -63,19 +63,14 @@ fn untar(dest: &Path) -> Vec<(String, Vec<u8>)> {
         .status()
         .unwrap();
     assert!(st.success());
-    let mut files = Vec::new();
-    let mut stack = vec![x.clone()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(&x).unwrap().display().to_string();
-                files.push((rel, fs::read(&p).unwrap()));
-            }
-        }
-    }
+    let mut files: Vec<(String, Vec<u8>)> = files_under(&x)
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&x).unwrap().display().to_string();
+            (rel, fs::read(&p).unwrap())
+        })
+        .collect();
+    // By name as a string ("h200x2.log" before "h200x2/…"), as the tests list them.
     files.sort();
     files
 }
@@ -133,8 +128,9 @@ fn stretch() -> Stretch {
     }
 }
 
-fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>, SystemTime)> {
-    let mut v = Vec::new();
+/// Every file under `dir` (recursively), sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in fs::read_dir(&d).unwrap() {
@@ -142,13 +138,23 @@ fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>, SystemTime)> {
             if p.is_dir() {
                 stack.push(p);
             } else {
-                let m = fs::metadata(&p).unwrap().modified().unwrap();
-                v.push((p.display().to_string(), fs::read(&p).unwrap(), m));
+                files.push(p);
             }
         }
     }
-    v.sort();
-    v
+    files.sort();
+    files
+}
+
+/// Every file under `dir` with its bytes and modification time.
+fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>, SystemTime)> {
+    files_under(dir)
+        .into_iter()
+        .map(|p| {
+            let m = fs::metadata(&p).unwrap().modified().unwrap();
+            (p.display().to_string(), fs::read(&p).unwrap(), m)
+        })
+        .collect()
 }
 
 #[test]

@@ -858,8 +858,7 @@ fn per_launch_rows_follow_the_pooled_cell() {
 /// so, and the same-cell table shows both phases' taxes.
 #[test]
 fn machines_and_the_same_cell_are_reported() {
-    use connector_tax::synth::{SynthConfig, SynthSpec, generate};
-    let tmp = tempfile::tempdir().unwrap();
+    use connector_tax::synth::{SynthConfig, SynthSpec};
     let spec = SynthSpec {
         configs: vec![
             SynthConfig {
@@ -880,16 +879,7 @@ fn machines_and_the_same_cell_are_reported() {
         launch_sigma: 0.03,
         ..Default::default()
     };
-    generate(&spec, tmp.path()).unwrap();
-    let ds = connector_tax::ingest::load(tmp.path()).unwrap();
-    let (analysis, verdicts) = connector_tax::pipeline::evaluate(
-        &ds,
-        &connector_tax::analysis::AnalyzeOptions {
-            skip_itl: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let Fixture { analysis, verdicts } = common::from_spec(&spec);
     assert_eq!(analysis.summary.reference_rates.ref_safe, Some(2.0));
     let out = render(&Fixture { analysis, verdicts });
     let md = out.md();
@@ -949,8 +939,7 @@ fn machines_and_the_same_cell_are_reported() {
 /// warning names it.
 #[test]
 fn plain_on_one_side_of_a_config_is_flagged() {
-    use connector_tax::synth::{SynthConfig, SynthSpec, generate};
-    let tmp = tempfile::tempdir().unwrap();
+    use connector_tax::synth::{SynthConfig, SynthSpec};
     let spec = SynthSpec {
         configs: vec![
             SynthConfig {
@@ -968,16 +957,7 @@ fn plain_on_one_side_of_a_config_is_flagged() {
         requests_per_cell: 100,
         ..Default::default()
     };
-    generate(&spec, tmp.path()).unwrap();
-    let ds = connector_tax::ingest::load(tmp.path()).unwrap();
-    let (analysis, verdicts) = connector_tax::pipeline::evaluate(
-        &ds,
-        &connector_tax::analysis::AnalyzeOptions {
-            skip_itl: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let Fixture { analysis, verdicts } = common::from_spec(&spec);
     let order = &analysis.summary.machines.order;
     assert_eq!(order.len(), 1);
     assert_eq!(

@@ -120,6 +120,8 @@ fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellSt
         start_load_kv_us: q("start_load_kv_us", |l| &l.start_load_kv_us),
         connector_total_us: q("connector_total_us", |l| &l.connector_total_us),
     });
+    // A per-launch row's wall-clock span (the launch order reads it).
+    let span = launch.and_then(|_| wall_span(launches.first()?));
 
     CellStats {
         key: cs.key.clone(),
@@ -178,8 +180,8 @@ fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellSt
             })
             .collect(),
         machine: launch.and_then(|_| launches.first().map(|l| l.machine.clone())),
-        started_unix_ms: launch.and_then(|_| wall_span(launches.first()?).map(|s| s.0)),
-        ended_unix_ms: launch.and_then(|_| wall_span(launches.first()?).map(|s| s.1)),
+        started_unix_ms: span.map(|s| s.0),
+        ended_unix_ms: span.map(|s| s.1),
     }
 }
 

@@ -54,31 +54,31 @@ impl OrderBalance {
     }
 }
 
-/// One per-launch row's cell in wall-clock time.
+/// One per-launch row's cell in wall-clock time (ms since the Unix epoch).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Start<'a> {
+pub(crate) struct CellSpan<'a> {
     pub phase: Phase,
     pub config: &'a str,
     pub launch: u32,
     pub machine: &'a str,
-    pub unix_ms: u64,
-    pub end_unix_ms: u64,
+    pub start_ms: u64,
+    pub end_ms: u64,
 }
 
 /// The spans of the per-launch rows that record a launch, a machine and a start time (a row
 /// without an end ends where it starts).
-pub(crate) fn starts(per_launch: &[CellStats]) -> Vec<Start<'_>> {
+pub(crate) fn cell_spans(per_launch: &[CellStats]) -> Vec<CellSpan<'_>> {
     per_launch
         .iter()
         .filter_map(|c| {
-            let unix_ms = c.started_unix_ms?;
-            Some(Start {
+            let start_ms = c.started_unix_ms?;
+            Some(CellSpan {
                 phase: c.key.phase,
                 config: c.key.config.as_str(),
                 launch: c.launch?,
                 machine: c.machine.as_deref()?,
-                unix_ms,
-                end_unix_ms: c.ended_unix_ms.unwrap_or(unix_ms).max(unix_ms),
+                start_ms,
+                end_ms: c.ended_unix_ms.unwrap_or(start_ms).max(start_ms),
             })
         })
         .collect()
@@ -98,7 +98,7 @@ pub(crate) fn of_taxes(per_launch: &[CellStats], taxes: &[super::model::Tax]) ->
         );
         taxed.extend(t.plain_launches.iter().map(|&l| (t.phase, "plain", l)));
     }
-    let rows: Vec<Start> = starts(per_launch)
+    let rows: Vec<CellSpan> = cell_spans(per_launch)
         .into_iter()
         .filter(|r| taxed.contains(&(r.phase, r.config, r.launch)))
         .collect();
@@ -109,8 +109,8 @@ pub(crate) fn of_taxes(per_launch: &[CellStats], taxes: &[super::model::Tax]) ->
 type Spans = BTreeMap<u32, (u64, u64)>;
 
 /// The balance of every (phase, non-plain config) that shared a machine with plain: a launch's
-/// start in a phase is the earliest start of its cells there.
-pub(crate) fn balance(rows: &[Start]) -> Vec<OrderBalance> {
+/// span in a phase runs from its cells' earliest start to their latest end there.
+pub(crate) fn balance(rows: &[CellSpan]) -> Vec<OrderBalance> {
     // (phase, machine, config) → launch → (start, end).
     let mut spans: BTreeMap<(Phase, &str, &str), Spans> = BTreeMap::new();
     for r in rows {
@@ -118,9 +118,9 @@ pub(crate) fn balance(rows: &[Start]) -> Vec<OrderBalance> {
             .entry((r.phase, r.machine, r.config))
             .or_default()
             .entry(r.launch)
-            .or_insert((r.unix_ms, r.end_unix_ms));
-        e.0 = e.0.min(r.unix_ms);
-        e.1 = e.1.max(r.end_unix_ms);
+            .or_insert((r.start_ms, r.end_ms));
+        e.0 = e.0.min(r.start_ms);
+        e.1 = e.1.max(r.end_ms);
     }
     let mut out: BTreeMap<(Phase, (usize, String)), OrderBalance> = BTreeMap::new();
     for ((phase, machine, config), launches) in &spans {
@@ -156,14 +156,20 @@ pub(crate) fn balance(rows: &[Start]) -> Vec<OrderBalance> {
 mod tests {
     use super::*;
 
-    fn row<'a>(phase: Phase, config: &'a str, launch: u32, machine: &'a str, t: u64) -> Start<'a> {
-        Start {
+    fn row<'a>(
+        phase: Phase,
+        config: &'a str,
+        launch: u32,
+        machine: &'a str,
+        t: u64,
+    ) -> CellSpan<'a> {
+        CellSpan {
             phase,
             config,
             launch,
             machine,
-            unix_ms: t,
-            end_unix_ms: t + 50,
+            start_ms: t,
+            end_ms: t + 50,
         }
     }
 

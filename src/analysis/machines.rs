@@ -82,13 +82,18 @@ pub(crate) fn summarize(
     per_launch: &[CellStats],
     noise: &LaunchNoiseSummary,
 ) -> MachinesSummary {
-    let starts = launch_order::starts(per_launch);
+    // Each launch's start per phase and machine: its cells' earliest.
+    let mut started: BTreeMap<(Phase, &str, u32, &str), u64> = BTreeMap::new();
+    for s in launch_order::cell_spans(per_launch) {
+        let t = started
+            .entry((s.phase, s.config, s.launch, s.machine))
+            .or_insert(s.start_ms);
+        *t = (*t).min(s.start_ms);
+    }
     let start_of = |phase: Phase, config: &str, l: u32, m: &str| -> u64 {
-        starts
-            .iter()
-            .filter(|s| s.phase == phase && s.config == config && s.launch == l && s.machine == m)
-            .map(|s| s.unix_ms)
-            .min()
+        started
+            .get(&(phase, config, l, m))
+            .copied()
             .unwrap_or(u64::MAX)
     };
     type Entry = (u64, (usize, String), u32, String);

@@ -271,6 +271,22 @@ fn build(v: Variant) -> Fixture {
     Fixture { analysis, verdicts }
 }
 
+/// Generates and analyses `spec` as it is (no dressing; ITL skipped).
+pub fn from_spec(spec: &SynthSpec) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    connector_tax::synth::generate(spec, dir.path()).unwrap();
+    let ds = connector_tax::ingest::load(dir.path()).unwrap();
+    let (analysis, verdicts) = connector_tax::pipeline::evaluate(
+        &ds,
+        &AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    Fixture { analysis, verdicts }
+}
+
 static DEMO: LazyLock<Fixture> = LazyLock::new(|| build(Variant::default()));
 static DEGRADED: LazyLock<Fixture> = LazyLock::new(|| {
     build(Variant {
