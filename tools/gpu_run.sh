@@ -18,6 +18,9 @@
 #        `fetch` when the sweep has ended, else `snapshot`. Use it on every wait: the machine is given
 #        back after 30 s without a call, and on 2026-12-02 a finished 18-min sweep was lost to
 #        one such gap between the wait that saw it end and the fetch call)
+#        Chain the first wait into the start call (`start ... > /tmp/start.txt 2>&1; tail -3
+#        /tmp/start.txt; bash tools/gpu_run.sh wait 420 OUT $OUT`): a gap after `start` lost a
+#        machine on 2026-12-02 too.
 #   bash tools/gpu_run.sh snapshot OUT DEST      (while the sweep runs: the files written since
 #        `start` (newer than OUT.stamp) as they are, raw JSONL uncompressed, tarred into DEST;
 #        touches nothing in OUT: compressing a raw file the collector still appends to would
