@@ -532,15 +532,73 @@ fn plain_launch_here(out: &Path, launch: u32) -> PathBuf {
     d
 }
 
+/// Every file under `root` with its bytes, sorted by path.
+fn tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                v.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
 /// `--plain-last`: on a machine without plain, plain brackets the new launch — the anchor (l1)
 /// first, noop_connector, then the closing plain launch (l2, the next free index) — each
-/// recorded on this machine and named in the manifest; running again adds nothing.
+/// recorded on this machine and named in the manifest; running again adds nothing. `--dry-run`
+/// first lists exactly those launches in that order (plain l0, complete, skipped) and leaves
+/// every file of the root as it was.
 #[test]
 fn plain_last_brackets_a_machine_s_launches_with_plain() {
     let tmp = tempfile::tempdir().unwrap();
     let (p, out) = root_with_plain_elsewhere(tmp.path());
     let mut args: Vec<&str> = PLAIN_NOOP_A.to_vec();
     args.push("--plain-last");
+    let before = tree(&out);
+    let mut dry_args = args.clone();
+    dry_args.push("--dry-run");
+    let o = run(&p, &out, &dry_args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(tree(&out) == before, "a dry run writes nothing");
+    let listed: Vec<(String, u32, String)> = stderr(&o)
+        .lines()
+        .filter_map(|l| l.strip_prefix("[ctax] dry run: stage A, "))
+        .map(|l| {
+            let (_, rest) = l.split_once(": ").unwrap();
+            let (unit, what) = rest.split_once(": ").unwrap();
+            let (config, launch) = unit.rsplit_once(" l").unwrap();
+            (config.to_owned(), launch.parse().unwrap(), what.to_owned())
+        })
+        .collect();
+    let would: Vec<(String, u32)> = listed
+        .iter()
+        .filter(|(_, _, w)| w.starts_with("would launch"))
+        .map(|(c, l, _)| (c.clone(), *l))
+        .collect();
+    assert_eq!(
+        would,
+        vec![
+            ("plain".into(), 1),
+            ("noop_connector".into(), 0),
+            ("plain".into(), 2)
+        ],
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        listed
+            .iter()
+            .any(|(c, l, w)| c == "plain" && *l == 0 && w == "complete, skipped"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&p, &out, &args);
     assert!(o.status.success(), "{}", stderr(&o));
     let boot: String = boot_id().chars().take(8).collect();
@@ -559,6 +617,8 @@ fn plain_last_brackets_a_machine_s_launches_with_plain() {
         ],
         "plain before and after the new launch"
     );
+    let ran: Vec<(String, u32)> = ids[1..].iter().map(|(c, l, _)| (c.clone(), *l)).collect();
+    assert_eq!(ran, would, "the run did what the dry run said");
     for w in rows[1..].windows(2) {
         assert!(
             w[1].started_unix_ms as f64 >= w[0].started_unix_ms as f64 + w[0].duration_s * 1e3,

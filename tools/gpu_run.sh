@@ -33,6 +33,8 @@
 #        wrote (newer than OUT.stamp; all of OUT without a stamp) into DEST, <16 MiB parts;
 #        here, after unpacking: `ctax archive ROOT --recompress` shrinks the raw step logs that
 #        `ctax run` wrote at zstd 9 by ~23%, verified, without spending device time)
+# Before staging, see what a stretch would run, here: `target/release/ctax run --profile
+# ROOT/profile.toml --out ROOT --gpus 0 [same args] --dry-run` (writes nothing).
 # A later stretch resumes an archived root: copy it from results/ (it travels with the checkout)
 # to OUT first and pass its own profile.toml (`start OUT/profile.toml OUT ...`); complete
 # launches are skipped, `--launches N` / `--configs` choose what is added.

@@ -102,6 +102,11 @@ pub struct RunArgs {
     /// the stretch; an A/A on one machine). Costs one plain launch per stage and machine.
     #[arg(long)]
     pub plain_last: bool,
+    /// Print the launches this run would start, in order per slot (anchors, closing plains,
+    /// launches to resume, complete launches skipped), and exit: no server, no pre-flight, no
+    /// file written. Phase B uses the root's reference_rates.json as it is now.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// What happened to one launch.
@@ -127,6 +132,8 @@ struct Ctx {
     pub rerun_capped: bool,
     /// `--plain-last`.
     pub plain_last: bool,
+    /// `--dry-run`: stages print their launches instead of running them.
+    pub dry_run: bool,
 }
 
 impl Ctx {
@@ -155,7 +162,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let root = args.out.clone();
-    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let dry = args.dry_run;
+    if !dry {
+        std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    }
     let prof_path = root.join("profile.toml");
     match std::fs::read_to_string(&prof_path) {
         Ok(old) if old != loaded.text && !args.force_profile => anyhow::bail!(
@@ -164,6 +174,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             loaded.path.display()
         ),
         Ok(old) if old == loaded.text => {}
+        _ if dry => {}
         _ => crate::fsutil::write_atomic(&prof_path, loaded.text.as_bytes())?,
     }
     let collector = match &args.collector {
@@ -171,7 +182,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_exe()?.with_file_name("ctax-collect"),
     };
     anyhow::ensure!(
-        collector.exists(),
+        dry || collector.exists(),
         "collector not found at {} (build with `cargo build --release`)",
         collector.display()
     );
@@ -194,7 +205,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &slots::allowed_cpus(),
         &slots::query_gpus(),
     )?;
-    slots::check_ports_free(&slots, &p.server.host, !is_vllm(&p))?;
+    if !dry {
+        slots::check_ports_free(&slots, &p.server.host, !is_vllm(&p))?;
+    }
     // The slots' IPC directories are ours alone; removed when the sweep ends.
     struct RemoveOnDrop(PathBuf);
     impl Drop for RemoveOnDrop {
@@ -230,8 +243,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         python,
         rerun_capped: args.rerun_capped,
         plain_last: args.plain_last,
+        dry_run: dry,
     };
-    ensure_model(&ctx)?;
+    if dry {
+        eprintln!(
+            "[ctax] dry run: nothing starts and nothing is written; launches listed per slot in run order"
+        );
+    } else {
+        ensure_model(&ctx)?;
+    }
     let skip = |n: u8| args.skip_stage.contains(&n);
     let t_sweep = Instant::now();
     let mut worst = Outcome::Done;
@@ -241,8 +261,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let existing: Option<PreflightStatus> = std::fs::read(&pre_path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    let status = if skip(0) {
-        eprintln!("[ctax] stage 0 skipped");
+    let status = if skip(0) || dry {
+        eprintln!(
+            "[ctax] stage 0 {}",
+            if dry {
+                "not run (dry run): the root's pre-flight decisions are used"
+            } else {
+                "skipped"
+            }
+        );
         existing
     } else {
         eprintln!("[ctax] stage 0: pre-flight");
@@ -335,6 +362,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             "[ctax] stage 2 skipped: shard {shard} holds only part of Phase A. Merge every shard's root (`ctax merge`), run `ctax reference-rates` on it, then run this shard again with --reference-rates <merged>/reference_rates.json for Phase B"
         );
         None
+    } else if dry {
+        let path = root.join("reference_rates.json");
+        eprintln!(
+            "[ctax] stage 2 not run (dry run): Phase B below uses {} as it is now (a real run recomputes it after Phase A)",
+            path.display()
+        );
+        std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
     } else {
         eprintln!("[ctax] stage 2: reference rates");
         let r = stages::reference_rates(&root)?;
@@ -425,6 +461,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
 
     // Stage 4.
+    if dry {
+        eprintln!("[ctax] dry run: done");
+        return Ok(ExitCode::SUCCESS);
+    }
     if !skip(4) && !shard.is_whole() {
         eprintln!(
             "[ctax] stage 4 skipped: shard {shard}; analyse the merged root (`ctax merge`, then `ctax report`)"

@@ -6,6 +6,7 @@
 use ctax_schema::PlannedCell;
 
 use super::plan::{Block, Unit};
+use super::resume::{self, Todo};
 use super::slots::Slot;
 use super::{Ctx, Outcome, launch, signals};
 
@@ -34,6 +35,10 @@ pub(crate) fn run_stage(
     stage: &str,
     cells: &(dyn Fn(&Unit) -> Vec<PlannedCell> + Sync),
 ) -> StageRun {
+    if ctx.dry_run {
+        print_stage(ctx, slots, blocks, stage, cells);
+        return StageRun::default();
+    }
     let mut out = StageRun::default();
     for block in blocks {
         if out.interrupted() || !out.errors.is_empty() {
@@ -75,6 +80,57 @@ pub(crate) fn run_stage(
         }
     }
     out
+}
+
+/// `--dry-run`: what [`run_stage`] would do with each launch, per block and slot in run order,
+/// from the same resume check as a launch ([`resume::todo`]).
+fn print_stage(
+    ctx: &Ctx,
+    slots: &[Slot],
+    blocks: &[Block],
+    stage: &str,
+    cells: &(dyn Fn(&Unit) -> Vec<PlannedCell> + Sync),
+) {
+    for block in blocks {
+        for (s, queue) in block
+            .queues
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| !q.is_empty())
+        {
+            for (i, u) in queue.iter().enumerate() {
+                let what = match resume::todo(
+                    &ctx.root,
+                    &u.config,
+                    u.launch,
+                    stage,
+                    &cells(u),
+                    ctx.rerun_capped,
+                ) {
+                    Todo::Done { .. } => "complete, skipped".to_owned(),
+                    Todo::Fresh(c) => format!("would launch ({} cells)", c.len()),
+                    Todo::Resume(dir, c) => format!(
+                        "would resume {} cells in {}",
+                        c.len(),
+                        dir.file_name().unwrap_or_default().to_string_lossy()
+                    ),
+                };
+                let why = u
+                    .anchor
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "[ctax] dry run: stage {stage}, {}, {} #{}: {} l{}: {what}{why}",
+                    block.name,
+                    slots[s].label(),
+                    i + 1,
+                    u.config,
+                    u.launch
+                );
+            }
+        }
+    }
 }
 
 /// What one slot's queue did: the launches it ran and the error that stopped it, if any.
