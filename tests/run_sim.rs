@@ -619,6 +619,40 @@ fn plain_last_brackets_a_machine_s_launches_with_plain() {
     );
     let ran: Vec<(String, u32)> = ids[1..].iter().map(|(c, l, _)| (c.clone(), *l)).collect();
     assert_eq!(ran, would, "the run did what the dry run said");
+    // With --reference-rates a real run copies the file into the root; a dry run only reads it.
+    let mut rr: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("reference_rates.json")).unwrap()).unwrap();
+    rr["notes"]
+        .as_array_mut()
+        .unwrap()
+        .push("a note only the --reference-rates file has".into());
+    let other = tmp.path().join("rr.json");
+    std::fs::write(&other, serde_json::to_vec(&rr).unwrap()).unwrap();
+    assert_ne!(
+        std::fs::read(&other).unwrap(),
+        std::fs::read(out.join("reference_rates.json")).unwrap(),
+        "the test needs a file whose content differs from the root's"
+    );
+    let before = tree(&out);
+    let o = run(
+        &p,
+        &out,
+        &[
+            "--configs",
+            "plain,noop_connector",
+            "--skip-stage",
+            "1",
+            "--reference-rates",
+            other.to_str().unwrap(),
+            "--dry-run",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("dry run: stage B"), "{}", stderr(&o));
+    assert!(
+        tree(&out) == before,
+        "a dry run with --reference-rates writes nothing"
+    );
     for w in rows[1..].windows(2) {
         assert!(
             w[1].started_unix_ms as f64 >= w[0].started_unix_ms as f64 + w[0].duration_s * 1e3,

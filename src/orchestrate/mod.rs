@@ -345,7 +345,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     // Stage 2: needs all of Phase A, which a shard does not have.
     let refs: Option<ReferenceRates> = if let Some(file) = &args.reference_rates {
-        let r = stages::adopt_reference_rates(&root, file)?;
+        let r = if dry {
+            stages::read_reference_rates(file)?
+        } else {
+            stages::adopt_reference_rates(&root, file)?
+        };
         eprintln!(
             "[ctax] stage 2: reference rates from {} (ref_safe {:?}, ref_load {:?})",
             file.display(),

@@ -24,12 +24,17 @@ pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
 /// Stage 2 from a file (`--reference-rates`, e.g. the merged Phase A of every shard): checked
 /// to parse, then written to `<root>/reference_rates.json`.
 pub(crate) fn adopt_reference_rates(root: &Path, file: &Path) -> anyhow::Result<ReferenceRates> {
-    let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    let de = &mut serde_json::Deserializer::from_slice(&bytes);
-    let refs: ReferenceRates = serde_path_to_error::deserialize(de)
-        .map_err(|e| anyhow::anyhow!("{}: field `{}`: {}", file.display(), e.path(), e.inner()))?;
+    let refs = read_reference_rates(file)?;
     write_json_atomic(&root.join("reference_rates.json"), &refs)?;
     Ok(refs)
+}
+
+/// A reference-rates file, parsed (errors name the file and the field).
+pub(crate) fn read_reference_rates(file: &Path) -> anyhow::Result<ReferenceRates> {
+    let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    let de = &mut serde_json::Deserializer::from_slice(&bytes);
+    serde_path_to_error::deserialize(de)
+        .map_err(|e| anyhow::anyhow!("{}: field `{}`: {}", file.display(), e.path(), e.inner()))
 }
 
 /// Stage 4: [`crate::pipeline::run`] — the full analysis of `root` (written to
