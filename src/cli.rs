@@ -74,6 +74,13 @@ pub enum Cmd {
         /// ingest then cuts it): the raw log is stored once (~15% of an archived launch).
         #[arg(long)]
         slim_steps: bool,
+        /// First finish the launches a hard kill (SIGKILL, a GPU machine given back) left
+        /// before their end: a run directory without a manifest row, or with a raw step log still
+        /// plain, gets what the launch's end writes for the cells it completed (their placement,
+        /// their step files, the logs compressed) and an `incomplete` manifest row saying so.
+        /// Only when no sweep is running in ROOT: a live launch looks the same.
+        #[arg(long)]
+        finish_killed: bool,
     },
     /// Print the evidence behind the statistical defaults: autocorrelation by send order,
     /// block lengths and within-cell drift of every run cell (Markdown).

@@ -66,8 +66,25 @@ fn run() -> anyhow::Result<ExitCode> {
             level,
             recompress,
             slim_steps,
+            finish_killed,
         } => {
             use connector_tax::orchestrate::archive;
+            if finish_killed {
+                for f in connector_tax::orchestrate::killed::finish_root(&root)? {
+                    println!(
+                        "finished {}: {} of {} cells complete; {}; manifest row {}",
+                        f.dir.display(),
+                        f.kept,
+                        f.planned,
+                        f.sealed,
+                        if f.row.is_some() {
+                            "added"
+                        } else {
+                            "already there"
+                        }
+                    );
+                }
+            }
             let (mut rep, what) = if recompress {
                 (archive::recompress_root(&root, level)?, "recompressed")
             } else {

@@ -778,3 +778,183 @@ fn plain_on_every_machine_false_adds_no_anchor() {
             .any(|r| r.config == "plain" && r.launch != 0)
     );
 }
+
+/// Every process of session `sid` (from /proc/*/stat), then SIGKILL to each.
+fn kill_session(sid: i32) {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name `(…)`: state ppid pgrp session …
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        if rest.split_whitespace().nth(3) == Some(&sid.to_string()) {
+            pids.push(pid);
+        }
+    }
+    for pid in pids {
+        // SAFETY: signalling processes of the test's own session.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+/// A launch killed hard mid-cell (SIGKILL to ctax, its collector and its server: what a GPU
+/// machine given back does) leaves no manifest row, no per-cell placement and a plain raw step
+/// log. `ctax archive --finish-killed` writes the row (incomplete, naming the unfinished cell),
+/// gives the complete cells their placement and step files, and compresses the log; a resume on
+/// another machine (the killed launch's id is set to another one) reruns only the unfinished
+/// cells, and the kept cells keep their machine and their steps.
+#[test]
+fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(
+        tmp.path(),
+        free_port(),
+        &[(
+            "duration_s = 3\nwarmup_s = 1\nmin_completed = 20",
+            "duration_s = 4\nwarmup_s = 1\nmin_completed = 20",
+        )],
+    );
+    let mut cmd = ctax(&[
+        "run",
+        "--profile",
+        p.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    cmd.args(PLAIN_A).stderr(std::process::Stdio::null());
+    // SAFETY: setsid in the child before exec (async-signal-safe).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    // Kill once the first cell is in summary.json and the second one is being measured.
+    let t0 = Instant::now();
+    let dir = loop {
+        let d = run_dirs(&out).into_iter().next();
+        let second_running = d.as_ref().is_some_and(|d| {
+            let s: RunSummary = std::fs::read(d.join("summary.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            s.cells.len() == 1
+                && std::fs::read_dir(d).unwrap().flatten().any(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.starts_with("requests_")
+                        && !s.cells.keys().any(|k| n.contains(&k.replace('/', "_")))
+                        && e.metadata().is_ok_and(|m| m.len() > 0)
+                })
+        });
+        if second_running {
+            break d.unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(90), "no second cell");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    kill_session(child.id() as i32);
+    child.wait().unwrap();
+    let run_dir = config_of(&dir).run_dir;
+    assert!(
+        !manifest(&out)
+            .iter()
+            .any(|r| r.run_dir.as_deref() == Some(&run_dir)),
+        "a killed launch writes no row"
+    );
+    let plain_logs = |d: &Path| {
+        std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("engine_step_raw.") && n.ends_with(".jsonl")
+            })
+            .count()
+    };
+    assert!(
+        plain_logs(&dir) > 0,
+        "the killed launch's step log is still plain"
+    );
+    let before: RunSummary =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert!(before.placement.is_empty());
+    let kept: Vec<String> = before.cells.keys().cloned().collect();
+    assert_eq!(kept.len(), 1);
+    set_machine(&dir, Some("k1lled-machine-boot-id"));
+
+    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
+        .args(["archive", out.to_str().unwrap(), "--finish-killed"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{said}{}", stderr(&o));
+    assert!(
+        said.contains("1 of 3 cells complete") && said.contains("manifest row added"),
+        "{said}"
+    );
+    let row = manifest(&out)
+        .into_iter()
+        .find(|r| r.run_dir.as_deref() == Some(&run_dir))
+        .expect("row added");
+    assert_eq!(row.status, RowStatus::Incomplete);
+    let reason = row.reason.unwrap();
+    assert!(reason.contains("never finished: A/"), "{reason}");
+    assert!(row.duration_s > 1.0, "{}", row.duration_s);
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        s.placement[&kept[0]].machine_id.as_deref(),
+        Some("k1lled-machine-boot-id")
+    );
+    assert!(
+        s.stats.contains_key(&kept[0]),
+        "the kept cell's statistics written"
+    );
+    assert_eq!(plain_logs(&dir), 0, "the raw step log compressed");
+    let step_file = dir.join(format!(
+        "engine_step_{}.jsonl.zst",
+        kept[0].replace('/', "_")
+    ));
+    let steps = std::fs::read(&step_file).expect("the kept cell's step file");
+    assert!(!zstd::decode_all(&steps[..]).unwrap().is_empty());
+
+    // Resumed on this machine, which is not the killed launch's.
+    let o = run(&p, &out, &PLAIN_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("resuming 2 of 3 cells"),
+        "{}",
+        stderr(&o)
+    );
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert!(s.cells.len() == 3 && s.cells.values().all(|h| h.complete));
+    for (k, pl) in &s.placement {
+        let want = if *k == kept[0] {
+            "k1lled-machine-boot-id".to_owned()
+        } else {
+            boot_id()
+        };
+        assert_eq!(pl.machine_id.as_deref(), Some(want.as_str()), "{k}");
+    }
+    assert_eq!(
+        std::fs::read(&step_file).unwrap(),
+        steps,
+        "kept steps untouched"
+    );
+    // Nothing left to finish: the resumed launch wrote its own row.
+    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
+        .args(["archive", out.to_str().unwrap(), "--finish-killed"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("finished "));
+}

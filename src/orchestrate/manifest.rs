@@ -145,6 +145,37 @@ pub(crate) fn stamp(ms: u64) -> String {
     utc(ms).replace(['-', ':'], "").replace(' ', "-")
 }
 
+/// The unix time in ms of a run directory's `YYYYMMDD-HHMMSS` stamp (the inverse of [`stamp`];
+/// Howard Hinnant's days-from-civil); `None` if `s` is not such a stamp.
+pub(crate) fn stamp_ms(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() != 15
+        || b[8] != b'-'
+        || !s[..8]
+            .bytes()
+            .chain(s[9..].bytes())
+            .all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let n = |r: std::ops::Range<usize>| s[r].parse::<i64>().ok();
+    let (y, m, d) = (n(0..4)?, n(4..6)?, n(6..8)?);
+    let (hh, mm, ss) = (n(9..11)?, n(11..13)?, n(13..15)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(((days * 24 + hh) * 60 + mm) * 60 + ss)
+        .ok()
+        .map(|t| t * 1000)
+}
+
 /// Facts for a manifest row from a run's env.txt.
 pub(crate) fn env_facts(
     env: &BTreeMap<String, String>,
@@ -191,5 +222,17 @@ mod tests {
         assert_eq!(utc(1_795_964_967_000), "2026-11-29 15:09:27");
         assert_eq!(stamp(1_795_964_967_000), "20261129-150927");
         assert_eq!(utc(1_709_164_800_000), "2024-02-29 00:00:00");
+        // stamp_ms inverts stamp on the same `date -u` values.
+        assert_eq!(stamp_ms("20261129-150927"), Some(1_795_964_967_000));
+        assert_eq!(stamp_ms("20240229-000000"), Some(1_709_164_800_000));
+        assert_eq!(stamp_ms("19700101-000000"), Some(0));
+        for bad in [
+            "2026112-150927",
+            "20261129_150927",
+            "20261329-150927",
+            "2026112x-150927",
+        ] {
+            assert_eq!(stamp_ms(bad), None, "{bad}");
+        }
     }
 }

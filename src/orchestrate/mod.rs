@@ -24,6 +24,7 @@
 mod anchor;
 pub mod archive;
 mod http;
+pub mod killed;
 mod launch;
 mod manifest;
 pub mod merge;

@@ -128,6 +128,14 @@ pub(crate) fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> 
              step records stay in the raw logs; ingest will say it cannot cut them)"
         );
     }
+    let sealed = super::killed::seal(dir, todo)?;
+    if sealed.acted() {
+        eprintln!(
+            "[ctax] {}: an earlier attempt stopped before its end: {}; before resuming",
+            dir.display(),
+            sealed
+        );
+    }
     let dst = dir.join("superseded").join(manifest::stamp(unix_ms()));
     for c in todo {
         for kind in ctax_schema::FileKind::ALL {

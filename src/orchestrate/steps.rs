@@ -50,7 +50,13 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
         let n = write_cell(run_dir, &name, launch.of_cell(c))?;
         rep.cells.push((name, n));
     }
-    for f in &rep.raw_files {
+    compress_raw(&rep.raw_files)?;
+    Ok(rep)
+}
+
+/// Compresses raw step logs (`X.jsonl` → `X.jsonl.zst`, zstd 9, source removed).
+fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
+    for f in files {
         let raw = std::fs::read(f)?;
         let dst = free_archive_name(f);
         let mut enc = zstd::Encoder::new(std::fs::File::create(&dst)?, 9)?;
@@ -58,7 +64,33 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
         enc.finish()?.sync_all()?;
         std::fs::remove_file(f)?;
     }
-    Ok(rep)
+    Ok(())
+}
+
+/// Before a launch is resumed in `run_dir`: writes the per-cell step file of each of `cells`
+/// (kept cells without one: a launch killed before its end never cut them), cut from every raw
+/// log the directory holds now, plain or compressed — exactly what ingest cuts for them today —
+/// then compresses the logs still plain. The resumed launch's raw log, perhaps from another
+/// machine whose CLOCK_MONOTONIC overlaps these cells' windows, then never enters their cut, and
+/// its own cut reads only its own log. Returns (records read, files written).
+pub(crate) fn freeze_cells(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<(usize, usize)> {
+    let logs = step_slices::raw_logs(run_dir, false);
+    let mut written = 0;
+    let mut records = 0;
+    if !cells.is_empty() && !logs.is_empty() {
+        let launch = LaunchSteps::read(&logs)?;
+        records = launch.records;
+        for c in cells {
+            write_cell(
+                run_dir,
+                &file_name(FileKind::EngineStep, c.phase, &c.cell),
+                launch.of_cell(c),
+            )?;
+            written += 1;
+        }
+    }
+    compress_raw(&raw_files(run_dir))?;
+    Ok((records, written))
 }
 
 /// `X.jsonl.zst` for the raw log `X.jsonl`, or, when an earlier launch in this directory left
@@ -366,5 +398,121 @@ mod tests {
             "{:?}",
             busy.kept
         );
+    }
+
+    /// A launch killed hard (the GPU machine given back mid-launch) left a plain raw step log,
+    /// a summary whose kept cell has no placement and no step file, and a cell with no summary
+    /// entry. Resuming it on another machine (another boot id, a CLOCK_MONOTONIC that overlaps
+    /// the old windows) must keep the kept cell's machine and steps. Expected values are the
+    /// windows' contents by hand: the kept cell [1 ms, 5 ms] holds the old log's 2 and 3 ms
+    /// steps; the rerun cell [6 ms, 9 ms] holds only the new log's 7.5 ms step.
+    #[test]
+    fn a_resume_elsewhere_keeps_a_killed_launch_s_cells_on_their_machine() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let write_log = |name: &str, recs: &[StepRecord]| {
+            let mut s = String::new();
+            for r in recs {
+                s.push_str(&serde_json::to_string(r).unwrap());
+                s.push('\n');
+            }
+            std::fs::write(dir.join(name), s).unwrap();
+        };
+        let planned = |cell: &str| ctax_schema::PlannedCell {
+            phase: Phase::A,
+            cell: ctax_schema::Cell::parse(cell).unwrap(),
+            arrival: Arrival::Fixed,
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            min_completed: 1,
+            max_cell_s: 10.0,
+            inflight_cap: 8,
+            seed: 0,
+        };
+        let machine = |id: &str| ctax_schema::Placement {
+            machine_id: Some(id.into()),
+            ..Default::default()
+        };
+        let rc = ctax_schema::RunConfig {
+            schema_version: ctax_schema::SCHEMA_VERSION,
+            config: "mooncake_both".into(),
+            launch: 2,
+            run_dir: "20261203-022038_mooncake_both_l2".into(),
+            phases: vec![Phase::A],
+            cells: vec![planned("r4_i8_o8"), planned("r8_i8_o8")],
+            model: "m".into(),
+            served_model_name: "m".into(),
+            port: 8000,
+            extra: serde_json::json!({"stage": "A"}),
+            simulated: false,
+            placement: Some(machine("old-machine")),
+        };
+        std::fs::write(dir.join("config.json"), serde_json::to_vec(&rc).unwrap()).unwrap();
+        let kept = health(Phase::A, "r4_i8_o8", 1_000_000, 5_000_000);
+        let mut summary = ctax_schema::RunSummary::default();
+        summary.cells.insert("A/r4_i8_o8".into(), kept.clone());
+        std::fs::write(
+            dir.join("summary.json"),
+            serde_json::to_vec(&summary).unwrap(),
+        )
+        .unwrap();
+        write_log(
+            "engine_step_raw.10.jsonl",
+            &[
+                rec(2_000_000, 10, Some(100.0), None),
+                rec(3_000_000, 10, Some(100.0), None),
+                rec(7_000_000, 10, Some(100.0), None),
+            ],
+        );
+        std::fs::write(dir.join("requests_A_r8_i8_o8.jsonl"), "{}\n").unwrap();
+
+        crate::orchestrate::resume::supersede(dir, &[planned("r8_i8_o8")]).unwrap();
+        let s = crate::orchestrate::resume::read_summary(dir);
+        assert_eq!(
+            s.placement["A/r4_i8_o8"].machine_id.as_deref(),
+            Some("old-machine"),
+            "the kept cell keeps the machine it was measured on"
+        );
+        let steps_of = |cell: &str| -> Vec<u64> {
+            jsonl::read_jsonl::<StepRecord>(&dir.join(format!("engine_step_A_{cell}.jsonl")))
+                .unwrap()
+                .rows
+                .iter()
+                .map(|r| r.t_ns)
+                .collect()
+        };
+        assert_eq!(steps_of("r4_i8_o8"), [2_000_000, 3_000_000]);
+        assert!(
+            raw_files(dir).is_empty(),
+            "the killed attempt's log compressed"
+        );
+        assert!(dir.join("engine_step_raw.10.jsonl.zst").exists());
+        assert!(
+            !dir.join("requests_A_r8_i8_o8.jsonl").exists(),
+            "superseded"
+        );
+
+        // The resumed launch on another machine: the same pid, an overlapping clock.
+        write_log(
+            "engine_step_raw.10.jsonl",
+            &[
+                rec(2_500_000, 10, Some(100.0), None),
+                rec(7_500_000, 10, Some(100.0), None),
+            ],
+        );
+        let rerun = health(Phase::A, "r8_i8_o8", 6_000_000, 9_000_000);
+        split(dir, &[rerun]).unwrap();
+        assert_eq!(steps_of("r8_i8_o8"), [7_500_000], "only the new log's step");
+        assert_eq!(
+            steps_of("r4_i8_o8"),
+            [2_000_000, 3_000_000],
+            "kept cut unchanged"
+        );
+        assert!(dir.join("engine_step_raw.10.r1.jsonl.zst").exists());
+        // What ingest would have cut for the kept cell without its file: the new machine's
+        // 2.5 ms step too. The file written before the resume is what prevents it.
+        let all = LaunchSteps::read(&step_slices::raw_logs(dir, false)).unwrap();
+        let cut: Vec<u64> = all.of_cell(&kept).iter().map(|r| r.t_ns).collect();
+        assert_eq!(cut, [2_000_000, 2_500_000, 3_000_000]);
     }
 }

@@ -1,0 +1,217 @@
+//! A launch killed hard (SIGKILL, an out-of-memory kill, a GPU machine given back mid-launch)
+//! never reaches its end: no manifest row, no per-cell placement in `summary.json` (its cells
+//! fall back to `config.json`'s, which a resume rewrites), its raw step logs neither cut into
+//! per-cell files nor compressed. [`seal`] does that part of the end for the cells it kept,
+//! before a resume (perhaps on another machine, whose boot id and CLOCK_MONOTONIC differ) and
+//! for `ctax archive --finish-killed`, which also writes the missing manifest row
+//! ([`finish_root`]). Cells the collector never finished (no `summary.json` entry) stay as they
+//! are: ingest reports and excludes them, a resume reruns them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use ctax_schema::{CellHealth, FileKind, ManifestRow, PlannedCell, RowStatus, RunConfig};
+
+use super::{manifest, resume, steps};
+
+/// What [`seal`] did in one run directory.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Sealed {
+    /// Kept cells given the run's placement.
+    pub placed: usize,
+    /// Kept cells given their per-cell step file, and the step records read to cut them.
+    pub step_files: usize,
+    pub step_records: usize,
+    /// Plain raw step logs compressed.
+    pub logs_compressed: usize,
+}
+
+impl Sealed {
+    pub fn acted(&self) -> bool {
+        self.placed + self.step_files + self.logs_compressed > 0
+    }
+}
+
+impl std::fmt::Display for Sealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} kept cell(s) given the launch's placement, {} their step files ({} step records \
+             read), {} raw step log(s) compressed",
+            self.placed, self.step_files, self.step_records, self.logs_compressed
+        )
+    }
+}
+
+/// In the run directory `dir`, for each kept cell (in `summary.json`, not in `rerun`): gives it
+/// the run's `config.json` placement where it has none (the one it was measured with), and its
+/// per-cell step file where it has none, cut from the raw step logs there now
+/// ([`steps::freeze_cells`]); then compresses the raw step logs still plain. A resumed launch's
+/// log then never enters a kept cell's cut, and its own cut reads only its own log. A launch
+/// that ended normally (or on Ctrl-C) did all of this already: nothing changes then.
+pub(crate) fn seal(dir: &Path, rerun: &[PlannedCell]) -> anyhow::Result<Sealed> {
+    let mut out = Sealed::default();
+    let mut summary = resume::read_summary(dir);
+    let rerun: BTreeSet<String> = rerun.iter().map(resume::key).collect();
+    let kept: Vec<(String, CellHealth)> = summary
+        .cells
+        .iter()
+        .filter(|(k, _)| !rerun.contains(*k))
+        .map(|(k, h)| (k.clone(), h.clone()))
+        .collect();
+    if let Some(p) = run_config(dir).and_then(|rc| rc.placement) {
+        for (k, _) in &kept {
+            if !summary.placement.contains_key(k) {
+                summary.placement.insert(k.clone(), p.clone());
+                out.placed += 1;
+            }
+        }
+        if out.placed > 0 {
+            crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary)?;
+        }
+    }
+    let (streams, _) = crate::ingest::names::raw_streams(dir)?;
+    let uncut: Vec<CellHealth> = kept
+        .into_iter()
+        .map(|(_, h)| h)
+        .filter(|h| {
+            !streams.iter().any(|s| {
+                s.kind == FileKind::EngineStep && s.phase == h.phase && s.cell.name() == h.cell
+            })
+        })
+        .collect();
+    out.logs_compressed = steps::raw_files(dir).len();
+    (out.step_records, out.step_files) = steps::freeze_cells(dir, &uncut)?;
+    Ok(out)
+}
+
+fn run_config(dir: &Path) -> Option<RunConfig> {
+    serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()
+}
+
+/// One killed launch finished by [`finish_root`].
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub dir: PathBuf,
+    pub sealed: Sealed,
+    /// Cells complete (or capped) of those planned.
+    pub kept: usize,
+    pub planned: usize,
+    /// The manifest row written (the launch had none).
+    pub row: Option<ManifestRow>,
+}
+
+/// `ctax archive --finish-killed`: every run directory of `root` that a launch left before its
+/// end — no manifest row, or a raw step log still plain — is [`seal`]ed, gets its per-cell
+/// statistics in `summary.json` as a launch's end writes them, and a manifest row
+/// if it has none: status `incomplete`, the reason saying what was found, the start from the
+/// directory's stamp, the duration to the last cell's end (wall clock), the vLLM/GPU facts from
+/// its `env.txt`. **The caller asserts that no sweep is running in `root`**: a live launch looks
+/// exactly like a killed one.
+pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
+    let rows = manifest::read(root)?;
+    let mut out = Vec::new();
+    for (dir, rc) in resume::runs(root) {
+        let has_row = rows
+            .iter()
+            .any(|r| r.run_dir.as_deref() == Some(rc.run_dir.as_str()));
+        if has_row && steps::raw_files(&dir).is_empty() {
+            continue;
+        }
+        let sealed = seal(&dir, &[])?;
+        if let Err(e) = super::stages::write_run_stats(&dir) {
+            eprintln!(
+                "[ctax] warning: per-cell statistics for {}: {e:#}",
+                dir.display()
+            );
+        }
+        let summary = resume::read_summary(&dir);
+        let planned = rc.cells.len();
+        let kept = rc
+            .cells
+            .iter()
+            .filter(|c| {
+                summary
+                    .cells
+                    .get(&resume::key(c))
+                    .is_some_and(|h| h.complete || h.capped())
+            })
+            .count();
+        let row = (!has_row)
+            .then(|| killed_row(&dir, &rc, &summary, kept))
+            .transpose()?;
+        if let Some(r) = &row {
+            manifest::append(root, r)?;
+        }
+        out.push(Finished {
+            dir,
+            sealed,
+            kept,
+            planned,
+            row,
+        });
+    }
+    Ok(out)
+}
+
+fn killed_row(
+    dir: &Path,
+    rc: &RunConfig,
+    summary: &ctax_schema::RunSummary,
+    kept: usize,
+) -> anyhow::Result<ManifestRow> {
+    let stamp = rc.run_dir.get(..15).unwrap_or_default();
+    let started = manifest::stamp_ms(stamp).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{}: the run directory's name does not start with a YYYYMMDD-HHMMSS stamp",
+            dir.display()
+        )
+    })?;
+    let stage = resume::run_stage(rc);
+    let mut row = manifest::row(
+        &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
+        &rc.config,
+        rc.launch,
+        started,
+    );
+    let env = std::fs::read_to_string(dir.join("env.txt"))
+        .map(|t| crate::ingest::env::parse_env_txt(&t))
+        .unwrap_or_default();
+    (
+        row.vllm_version,
+        row.vllm_git_sha,
+        row.connector_versions,
+        row.gpu,
+    ) = manifest::env_facts(&env);
+    row.host = rc.placement.as_ref().and_then(|p| p.host.clone());
+    row.run_dir = Some(rc.run_dir.clone());
+    row.placement = rc.placement.clone();
+    row.status = RowStatus::Incomplete;
+    let unfinished: Vec<String> = rc
+        .cells
+        .iter()
+        .map(resume::key)
+        .filter(|k| !summary.cells.contains_key(k))
+        .collect();
+    row.reason = Some(format!(
+        "killed before its end (no row was written; recorded by ctax archive --finish-killed): \
+         {kept} of {} cells complete{}; a resume reruns the rest",
+        rc.cells.len(),
+        if unfinished.is_empty() {
+            String::new()
+        } else {
+            format!(", never finished: {}", unfinished.join(", "))
+        }
+    ));
+    let end_ms = summary
+        .cells
+        .values()
+        .map(|h| h.wall_start_unix_ms + h.t_end_ns.saturating_sub(h.t_start_ns) / 1_000_000)
+        .max();
+    row.duration_s = end_ms.map_or(0.0, |e| e.saturating_sub(started) as f64 / 1000.0);
+    row.step_timing_active = Some(
+        !steps::raw_files(dir).is_empty()
+            || !crate::ingest::step_slices::raw_logs(dir, false).is_empty(),
+    );
+    Ok(row)
+}
