@@ -937,6 +937,7 @@ fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
     let s: RunSummary =
         serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
     assert!(s.cells.len() == 3 && s.cells.values().all(|h| h.complete));
+    assert_eq!(s.placement.len(), 3, "every cell has its placement");
     for (k, pl) in &s.placement {
         let want = if *k == kept[0] {
             "k1lled-machine-boot-id".to_owned()

@@ -71,13 +71,17 @@ pub(crate) fn seal(dir: &Path, rerun: &[PlannedCell]) -> anyhow::Result<Sealed> 
         }
     }
     let (streams, _) = crate::ingest::names::raw_streams(dir)?;
+    // Cells a slim marker still lists (`steps::materialize` refused: the logs changed since the
+    // cut was verified) are left to ingest, which refuses to cut them, rather than cut here from
+    // logs that may hold another machine's steps.
+    let slimmed = crate::ingest::step_slices::SlimMarker::read(dir)?;
     let uncut: Vec<CellHealth> = kept
         .into_iter()
         .map(|(_, h)| h)
         .filter(|h| {
             !streams.iter().any(|s| {
                 s.kind == FileKind::EngineStep && s.phase == h.phase && s.cell.name() == h.cell
-            })
+            }) && !slimmed.as_ref().is_some_and(|m| m.lists(h.phase, &h.cell))
         })
         .collect();
     out.logs_compressed = steps::raw_files(dir).len();

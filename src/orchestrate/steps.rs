@@ -68,13 +68,15 @@ fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
 }
 
 /// Before a launch is resumed in `run_dir`: writes the per-cell step file of each of `cells`
-/// (kept cells without one: a launch killed before its end never cut them), cut from every raw
-/// log the directory holds now, plain or compressed — exactly what ingest cuts for them today —
-/// then compresses the logs still plain. The resumed launch's raw log, perhaps from another
+/// (kept cells without one: a launch killed before its end never cut them), cut from the raw
+/// logs still plain — the killed launch's own (a launch that reached its end compressed its
+/// logs, and `ctax archive` never compresses a plain step log), as [`split`] would have cut
+/// them — then compresses those logs. The resumed launch's raw log, perhaps from another
 /// machine whose CLOCK_MONOTONIC overlaps these cells' windows, then never enters their cut, and
-/// its own cut reads only its own log. Returns (records read, files written).
+/// its own cut reads only its own log. An earlier launch's archive of the same pid is not read
+/// with them (two different streams under one name). Returns (records read, files written).
 pub(crate) fn freeze_cells(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<(usize, usize)> {
-    let logs = step_slices::raw_logs(run_dir, false);
+    let logs = step_slices::raw_logs(run_dir, true);
     let mut written = 0;
     let mut records = 0;
     if !cells.is_empty() && !logs.is_empty() {
@@ -465,6 +467,14 @@ mod tests {
             ],
         );
         std::fs::write(dir.join("requests_A_r8_i8_o8.jsonl"), "{}\n").unwrap();
+        // An earlier attempt on yet another machine, same pid: its archived log (a different
+        // stream under the same name) must not be read with the killed attempt's plain one.
+        let earlier = serde_json::to_string(&rec(500_000, 10, Some(100.0), None)).unwrap() + "\n";
+        std::fs::write(
+            dir.join("engine_step_raw.10.jsonl.zst"),
+            zstd::encode_all(earlier.as_bytes(), 3).unwrap(),
+        )
+        .unwrap();
 
         crate::orchestrate::resume::supersede(dir, &[planned("r8_i8_o8")]).unwrap();
         let s = crate::orchestrate::resume::read_summary(dir);
@@ -486,7 +496,10 @@ mod tests {
             raw_files(dir).is_empty(),
             "the killed attempt's log compressed"
         );
-        assert!(dir.join("engine_step_raw.10.jsonl.zst").exists());
+        assert!(
+            dir.join("engine_step_raw.10.r1.jsonl.zst").exists(),
+            "beside the earlier one"
+        );
         assert!(
             !dir.join("requests_A_r8_i8_o8.jsonl").exists(),
             "superseded"
@@ -508,11 +521,12 @@ mod tests {
             [2_000_000, 3_000_000],
             "kept cut unchanged"
         );
-        assert!(dir.join("engine_step_raw.10.r1.jsonl.zst").exists());
+        assert!(dir.join("engine_step_raw.10.r2.jsonl.zst").exists());
         // What ingest would have cut for the kept cell without its file: the new machine's
         // 2.5 ms step too. The file written before the resume is what prevents it.
         let all = LaunchSteps::read(&step_slices::raw_logs(dir, false)).unwrap();
         let cut: Vec<u64> = all.of_cell(&kept).iter().map(|r| r.t_ns).collect();
         assert_eq!(cut, [2_000_000, 2_500_000, 3_000_000]);
+        assert_eq!(all.per_log.len(), 3, "{:?}", all.per_log);
     }
 }
