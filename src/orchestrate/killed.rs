@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use ctax_schema::{CellHealth, FileKind, ManifestRow, PlannedCell, RowStatus, RunConfig};
+use ctax_schema::{CellHealth, ManifestRow, PlannedCell, RowStatus, RunConfig};
 
 use super::{manifest, resume, steps};
 
@@ -59,7 +59,7 @@ pub(crate) fn seal(dir: &Path, rerun: &[PlannedCell]) -> anyhow::Result<Sealed> 
         .filter(|(k, _)| !rerun.contains(*k))
         .map(|(k, h)| (k.clone(), h.clone()))
         .collect();
-    if let Some(p) = run_config(dir).and_then(|rc| rc.placement) {
+    if let Some(p) = resume::read_config(dir).and_then(|rc| rc.placement) {
         for (k, _) in &kept {
             if !summary.placement.contains_key(k) {
                 summary.placement.insert(k.clone(), p.clone());
@@ -79,18 +79,12 @@ pub(crate) fn seal(dir: &Path, rerun: &[PlannedCell]) -> anyhow::Result<Sealed> 
         .into_iter()
         .map(|(_, h)| h)
         .filter(|h| {
-            !streams.iter().any(|s| {
-                s.kind == FileKind::EngineStep && s.phase == h.phase && s.cell.name() == h.cell
-            }) && !slimmed.as_ref().is_some_and(|m| m.lists(h.phase, &h.cell))
+            !steps::has_step_file(&streams, h.phase, &h.cell)
+                && !slimmed.as_ref().is_some_and(|m| m.lists(h.phase, &h.cell))
         })
         .collect();
-    out.logs_compressed = steps::raw_files(dir).len();
-    (out.step_records, out.step_files) = steps::freeze_cells(dir, &uncut)?;
+    (out.step_records, out.step_files, out.logs_compressed) = steps::freeze_cells(dir, &uncut)?;
     Ok(out)
-}
-
-fn run_config(dir: &Path) -> Option<RunConfig> {
-    serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()
 }
 
 /// One killed launch finished by [`finish_root`].
@@ -171,25 +165,16 @@ fn killed_row(
             dir.display()
         )
     })?;
-    let stage = resume::run_stage(rc);
-    let mut row = manifest::row(
-        &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
+    let mut row = manifest::launch_row(
+        dir,
+        &resume::run_stage(rc),
         &rc.config,
         rc.launch,
         started,
+        rc.placement.clone(),
     );
-    let env = std::fs::read_to_string(dir.join("env.txt"))
-        .map(|t| crate::ingest::env::parse_env_txt(&t))
-        .unwrap_or_default();
-    (
-        row.vllm_version,
-        row.vllm_git_sha,
-        row.connector_versions,
-        row.gpu,
-    ) = manifest::env_facts(&env);
+    // The launch's host, not this one's.
     row.host = rc.placement.as_ref().and_then(|p| p.host.clone());
-    row.run_dir = Some(rc.run_dir.clone());
-    row.placement = rc.placement.clone();
     row.status = RowStatus::Incomplete;
     let unfinished: Vec<String> = rc
         .cells
@@ -213,9 +198,7 @@ fn killed_row(
         .map(|h| h.wall_start_unix_ms + h.t_end_ns.saturating_sub(h.t_start_ns) / 1_000_000)
         .max();
     row.duration_s = end_ms.map_or(0.0, |e| e.saturating_sub(started) as f64 / 1000.0);
-    row.step_timing_active = Some(
-        !steps::raw_files(dir).is_empty()
-            || !crate::ingest::step_slices::raw_logs(dir, false).is_empty(),
-    );
+    // After the seal every raw step log is compressed.
+    row.step_timing_active = Some(!crate::ingest::step_slices::raw_logs(dir, false).is_empty());
     Ok(row)
 }

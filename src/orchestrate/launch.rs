@@ -122,26 +122,17 @@ pub(crate) fn run(
         dir.display()
     );
     let mut row = ManifestRow {
-        run_dir: Some(rc.run_dir.clone()),
-        placement: Some(placement.clone()),
         // An anchor says why it ran ([`finish`] keeps it beside the outcome's reason).
         reason: unit.anchor.clone(),
-        ..manifest::row(
-            &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
+        ..manifest::launch_row(
+            &dir,
+            stage,
             config,
             launch,
             started,
+            Some(placement.clone()),
         )
     };
-    let env_map = std::fs::read_to_string(dir.join("env.txt"))
-        .map(|t| crate::ingest::env::parse_env_txt(&t))
-        .unwrap_or_default();
-    (
-        row.vllm_version,
-        row.vllm_git_sha,
-        row.connector_versions,
-        row.gpu,
-    ) = manifest::env_facts(&env_map);
 
     let mut srv = match Server::launch(&spec) {
         Ok(s) => s,

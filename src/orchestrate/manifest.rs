@@ -36,6 +36,32 @@ pub(crate) fn row(stage: &str, config: &str, launch: u32, started_ms: u64) -> Ma
     }
 }
 
+/// A launch's row before its outcome: [`row`] for its stage (`A` → `1 Phase A`, `B` →
+/// `3 Phase B`) with its run directory `dir`, its placement and the vLLM/GPU facts of its
+/// `env.txt`.
+pub(crate) fn launch_row(
+    dir: &Path,
+    stage: &str,
+    config: &str,
+    launch: u32,
+    started_ms: u64,
+    placement: Option<ctax_schema::Placement>,
+) -> ManifestRow {
+    let mut r = row(
+        &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
+        config,
+        launch,
+        started_ms,
+    );
+    r.run_dir = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    r.placement = placement;
+    let env = std::fs::read_to_string(dir.join("env.txt"))
+        .map(|t| crate::ingest::env::parse_env_txt(&t))
+        .unwrap_or_default();
+    (r.vllm_version, r.vllm_git_sha, r.connector_versions, r.gpu) = env_facts(&env);
+    r
+}
+
 /// Slots append rows from their own threads: one writer at a time.
 static APPEND: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

@@ -34,12 +34,13 @@ pub(crate) fn runs(root: &Path) -> Vec<(PathBuf, RunConfig)> {
         .collect();
     dirs.sort();
     dirs.into_iter()
-        .filter_map(|d| {
-            let rc: RunConfig =
-                serde_json::from_slice(&std::fs::read(d.join("config.json")).ok()?).ok()?;
-            Some((d, rc))
-        })
+        .filter_map(|d| read_config(&d).map(|rc| (d, rc)))
         .collect()
+}
+
+/// The run directory's `config.json`, if readable.
+pub(crate) fn read_config(dir: &Path) -> Option<RunConfig> {
+    serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()
 }
 
 /// The run directory of (config, launch, stage) among `runs` (the first by name), if any.

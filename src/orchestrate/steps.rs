@@ -74,8 +74,12 @@ fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
 /// them — then compresses those logs. The resumed launch's raw log, perhaps from another
 /// machine whose CLOCK_MONOTONIC overlaps these cells' windows, then never enters their cut, and
 /// its own cut reads only its own log. An earlier launch's archive of the same pid is not read
-/// with them (two different streams under one name). Returns (records read, files written).
-pub(crate) fn freeze_cells(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<(usize, usize)> {
+/// with them (two different streams under one name). Returns (records read, files written,
+/// logs compressed).
+pub(crate) fn freeze_cells(
+    run_dir: &Path,
+    cells: &[CellHealth],
+) -> anyhow::Result<(usize, usize, usize)> {
     let logs = step_slices::raw_logs(run_dir, true);
     let mut written = 0;
     let mut records = 0;
@@ -91,8 +95,9 @@ pub(crate) fn freeze_cells(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Resu
             written += 1;
         }
     }
-    compress_raw(&raw_files(run_dir))?;
-    Ok((records, written))
+    let plain: Vec<PathBuf> = logs.into_values().flatten().collect();
+    compress_raw(&plain)?;
+    Ok((records, written, plain.len()))
 }
 
 /// `X.jsonl.zst` for the raw log `X.jsonl`, or, when an earlier launch in this directory left
@@ -109,6 +114,17 @@ fn free_archive_name(f: &Path) -> PathBuf {
         .map(|k| PathBuf::from(format!("{base}.r{k}.jsonl.zst")))
         .find(|p| !p.exists())
         .expect("an unused name")
+}
+
+/// Whether `streams` (a run directory's raw streams) hold a per-cell step file of (phase, cell).
+pub(crate) fn has_step_file(
+    streams: &[crate::ingest::names::RawStream],
+    phase: ctax_schema::Phase,
+    cell: &str,
+) -> bool {
+    streams
+        .iter()
+        .any(|s| s.kind == FileKind::EngineStep && s.phase == phase && s.cell.name() == cell)
 }
 
 /// Writes one per-cell step file (atomically); returns the records written.
@@ -143,10 +159,7 @@ pub(crate) fn materialize(run_dir: &Path) -> anyhow::Result<usize> {
         else {
             continue;
         };
-        let has_file = streams
-            .iter()
-            .any(|s| s.kind == FileKind::EngineStep && s.phase == key.phase && s.cell == key.cell);
-        if !has_file {
+        if !has_step_file(&streams, key.phase, &key.cell.name()) {
             let name = file_name(FileKind::EngineStep, key.phase, &key.cell.name());
             write_cell(run_dir, &name, launch.of_cell(h))?;
             written += 1;
