@@ -59,6 +59,17 @@ pub enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Copy what `ctax run` reads to resume ROOT into DEST, without the raw records of its
+    /// finished launches (~3% of the bytes): the root to carry to a GPU host. Unfinished
+    /// launches travel whole. `ctax run` on DEST needs --skip-stage 2 (or --reference-rates)
+    /// and --skip-stage 4 and runs one phase (--skip-stage 1 or 3); it refuses to resume a
+    /// launch whose records stayed behind, and nothing analyses DEST. The run directories that
+    /// come back replace ROOT's, whole (DESIGN.md §7.1).
+    Skeleton {
+        root: PathBuf,
+        /// The skeleton (must not exist or be empty).
+        dest: PathBuf,
+    },
     /// Compress a results root's raw JSONL with zstd (ingest reads .jsonl.zst).
     Archive {
         root: PathBuf,

@@ -61,6 +61,22 @@ fn run() -> anyhow::Result<ExitCode> {
                 out.display()
             );
         }
+        Cmd::Skeleton { root, dest } => {
+            let made = connector_tax::orchestrate::skeleton::make(&root, &dest)?;
+            let mk = &made.marker;
+            println!(
+                "skeleton of {} in {}: {} run directories without their raw records, {} whole; \
+                 {} files ({:.1} MB) copied, {} raw files ({:.1} MB) left out",
+                root.display(),
+                dest.display(),
+                mk.skeletal.len(),
+                mk.whole.len(),
+                made.files_copied,
+                made.bytes_copied as f64 / 1e6,
+                mk.files_left_out,
+                mk.bytes_left_out as f64 / 1e6
+            );
+        }
         Cmd::Archive {
             root,
             level,

@@ -348,3 +348,71 @@ fn a_wait_without_a_sweep_says_so() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("NO SWEEP HERE"));
     assert_eq!(fs::read_dir(&dest).unwrap().count(), 0, "nothing fetched");
 }
+
+/// A skeleton's marker (`ctax skeleton`) newer than the stamp (the GPU machine's clock behind
+/// this one's) stays behind: copied into the full root it would make ingest refuse the root. A
+/// plan the sweep wrote beside it in `.ctax/` comes back.
+#[test]
+fn a_skeleton_s_marker_never_comes_back() {
+    let s = stretch();
+    let ctax_dir = s.root.join(".ctax");
+    fs::create_dir_all(&ctax_dir).unwrap();
+    fs::write(ctax_dir.join("skeleton.json"), "{}\n").unwrap();
+    fs::write(ctax_dir.join("plan_20261202-174216_plain_l4.json"), "{}\n").unwrap();
+    let dest = s.root.parent().unwrap().join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    gpu_run(&["snapshot", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
+    let got = untar(&dest);
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(
+        names.contains(&"h200x2/.ctax/plan_20261202-174216_plain_l4.json"),
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.ends_with("skeleton.json")),
+        "{names:?}"
+    );
+}
+
+/// A launch resumed in an archived run directory (a file there newer than the stamp) brings
+/// the whole directory back, its old files too, so that the copy back replaces the directory;
+/// an untouched archived directory stays behind.
+#[test]
+fn a_resumed_run_directory_comes_back_whole() {
+    let s = stretch();
+    let old_run = s.root.join("20261130-205621_plain_l0");
+    let untouched = s.root.join("20261130-205621_noop_connector_l0");
+    fs::create_dir_all(&untouched).unwrap();
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    for d in [&old_run, &untouched] {
+        fs::write(d.join("config.json"), "{}\n").unwrap();
+        set_mtime(&d.join("config.json"), hour_ago);
+    }
+    fs::create_dir_all(old_run.join("superseded/20261203-000000")).unwrap();
+    let moved = old_run.join("superseded/20261203-000000/requests_A_r2_i4096_o256.jsonl.zst");
+    fs::write(&moved, "old attempt").unwrap();
+    set_mtime(&moved, hour_ago);
+    fs::write(
+        old_run.join("requests_A_r2_i4096_o256.jsonl"),
+        "new attempt\n",
+    )
+    .unwrap();
+    let dest = s.root.parent().unwrap().join("dest");
+    fs::create_dir_all(&dest).unwrap();
+    gpu_run(&["snapshot", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
+    let got = untar(&dest);
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    for n in [
+        "h200x2/20261130-205621_plain_l0/config.json",
+        "h200x2/20261130-205621_plain_l0/summary.json",
+        "h200x2/20261130-205621_plain_l0/requests_A_r2_i4096_o256.jsonl",
+        "h200x2/20261130-205621_plain_l0/superseded/20261203-000000/requests_A_r2_i4096_o256.jsonl.zst",
+    ] {
+        assert!(names.contains(&n), "{n} missing: {names:?}");
+    }
+    assert!(
+        !names.iter().any(|n| n.contains("noop_connector_l0")),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"h200x2/profile.toml"), "{names:?}");
+}

@@ -959,3 +959,155 @@ fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!String::from_utf8_lossy(&o.stdout).contains("finished "));
 }
+
+/// `ctax` without `--repo` (the commands that read a root only).
+fn ctax_plain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ctax"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The `[ctax] dry run:` lines of a dry run on `out`, with `out` written as ROOT.
+fn dry_lines(p: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = extra.to_vec();
+    args.push("--dry-run");
+    let o = run(p, out, &args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stderr(&o)
+        .lines()
+        .filter(|l| l.starts_with("[ctax] dry run:"))
+        .map(|l| l.replace(out.to_str().unwrap(), "ROOT"))
+        .collect()
+}
+
+/// `ctax skeleton`: the skeleton of a root (no raw records of its finished launches) plans the
+/// same launches as the root (same dry run), refuses stages 2 and 4 without the flags (nothing
+/// written) and any analysis, and a sweep on it adds only new run directories; brought back
+/// into the full root with the manifest, the root's report reads the old and the new launches.
+#[test]
+fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sk = tmp.path().join("sk");
+    let o = ctax_plain(&["skeleton", out.to_str().unwrap(), sk.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("2 run directories without their raw records, 0 whole"),
+        "{said}"
+    );
+    let raw_in_sk: Vec<PathBuf> = tree(&sk)
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("requests_") || n.starts_with("metrics_") || n.starts_with("vllm_")
+        })
+        .collect();
+    assert!(raw_in_sk.is_empty(), "{raw_in_sk:?}");
+
+    let more = [
+        "--configs",
+        "plain,noop_connector",
+        "--launches",
+        "2",
+        "--skip-stage",
+        "3",
+        "--skip-stage",
+        "4",
+    ];
+    let mut flagged = more.to_vec();
+    flagged.extend(["--skip-stage", "2"]);
+    let (full, skel) = (dry_lines(&p, &out, &flagged), dry_lines(&p, &sk, &flagged));
+    assert_eq!(full, skel);
+    assert_eq!(
+        skel.iter().filter(|l| l.contains("would launch")).count(),
+        2,
+        "{skel:?}"
+    );
+
+    let before = tree(&sk);
+    let o = run(&p, &sk, &more);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("is a skeleton of"), "{}", stderr(&o));
+    assert_eq!(tree(&sk), before, "a refused run writes nothing");
+    // Phase A and Phase B in one sweep: Phase B's rates would predate the new Phase A.
+    let o = run(
+        &p,
+        &sk,
+        &[
+            "--configs",
+            "plain,noop_connector",
+            "--launches",
+            "2",
+            "--skip-stage",
+            "2",
+            "--skip-stage",
+            "4",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
+    assert_eq!(tree(&sk), before, "a refused run writes nothing");
+    let o = ctax_plain(&["report", sk.to_str().unwrap(), "--out", "/dev/null/x"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot be analysed"), "{}", stderr(&o));
+
+    let old = run_dirs(&sk);
+    let o = run(&p, &sk, &flagged);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let new: Vec<PathBuf> = run_dirs(&sk)
+        .into_iter()
+        .filter(|d| !old.contains(d))
+        .collect();
+    assert_eq!(new.len(), 2, "{new:?}");
+    // The skeletal run directories are as they were (only the manifest and plans grow).
+    for (p, bytes) in before
+        .iter()
+        .filter(|(p, _)| old.iter().any(|d| p.starts_with(d)))
+    {
+        assert!(
+            std::fs::read(p).unwrap() == *bytes,
+            "{} changed",
+            p.display()
+        );
+    }
+    // Bring back: the new run directories and the manifest.
+    for d in &new {
+        let dst = out.join(d.file_name().unwrap());
+        std::fs::create_dir_all(&dst).unwrap();
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+        }
+    }
+    std::fs::copy(sk.join("manifest.jsonl"), out.join("manifest.jsonl")).unwrap();
+    let (_, ids) = phase_a_rows(&out);
+    for (config, launch) in [
+        ("plain", 0),
+        ("noop_connector", 0),
+        ("plain", 1),
+        ("noop_connector", 1),
+    ] {
+        assert!(
+            ids.contains(&(config.into(), launch, RowStatus::Ok)),
+            "{config} l{launch}: {ids:?}"
+        );
+    }
+    let rep = tmp.path().join("rep");
+    let o = ctax_plain(&[
+        "report",
+        out.to_str().unwrap(),
+        "--out",
+        rep.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
+    assert!(
+        md.contains("| A l1 |"),
+        "the new launches are in the report"
+    );
+}

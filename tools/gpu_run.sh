@@ -35,9 +35,16 @@
 #        `ctax run` wrote at zstd 9 by ~23%, verified, without spending device time)
 # Before staging, see what a stretch would run, here: `target/release/ctax run --profile
 # ROOT/profile.toml --out ROOT --gpus 0 [same args] --dry-run` (writes nothing).
-# A later stretch resumes an archived root: copy it from results/ (it travels with the checkout)
-# to OUT first and pass its own profile.toml (`start OUT/profile.toml OUT ...`); complete
-# launches are skipped, `--launches N` / `--configs` choose what is added.
+# A later stretch resumes an archived root. The archive outgrew the 64 MiB a call carries, so it
+# travels as a skeleton (what `ctax run` reads to resume it, ~4 MB): here `target/release/ctax
+# skeleton results/ROOT .gpu/root/NAME`, move results/ out of the working tree for the start call
+# too, carry .gpu/root with it, and there `cp -a .gpu/root/NAME OUT` before `start OUT/profile.toml
+# OUT ... --skip-stage 2 --skip-stage 4` and one of --skip-stage 1 / --skip-stage 3 (a skeleton
+# cannot compute reference rates or analyse: Phase B uses the archive's reference_rates.json).
+# Complete launches are skipped, `--launches N` / `--configs` choose what is added. Back here,
+# each run directory that came back replaces the archive's whole (a resumed one comes back
+# whole), and manifest.jsonl, MANIFEST.md, .ctax/plan_*, preflight/ and the sweep log are copied
+# into results/ROOT (DESIGN.md §8).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}; shift || true
@@ -56,8 +63,20 @@ bring_back() {
   list=$(mktemp)
   local newer=()
   [[ -f "$out.stamp" ]] && newer=(-newer "$out.stamp")
-  (cd "$parent" && find "$base" -type f "${newer[@]}" ! -name .summary.lock ! -name '*.tmp*' ! -name '.*.tmp*') \
+  # A run directory with anything new comes back whole (a launch resumed there moved files to
+  # superseded/ keeping their old times, compressed its logs, removed step files): the copy back
+  # then replaces the directory instead of mixing two states. A skeleton's marker
+  # (.ctax/skeleton.json) never comes back: copied into the full root, ingest would refuse it.
+  {
+    (cd "$parent" && find "$base" -type f "${newer[@]}")
+    (cd "$parent" && find "$base" -mindepth 2 -type f "${newer[@]}") | cut -d/ -f2 | sort -u \
+      | while IFS= read -r d; do
+          if [[ -f "$parent/$base/$d/config.json" ]]; then (cd "$parent" && find "$base/$d" -type f); fi
+        done
+  } | sort -u \
     | while IFS= read -r f; do
+        case "${f##*/}" in .summary.lock | *.tmp*) continue ;; esac
+        if [[ "$f" == "$base/.ctax/skeleton.json" ]]; then continue; fi
         if [[ "$f" == *.jsonl.zst && -e "$parent/${f%.zst}" ]]; then continue; fi
         printf '%s\n' "$f"
       done > "$list"

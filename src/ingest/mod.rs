@@ -149,9 +149,20 @@ const RUN_FILES: [&str; 6] = [
     "env.txt",
 ];
 
+/// The marker of a results root's skeleton (`ctax skeleton`, `orchestrate::skeleton`): a root
+/// holding it lacks the raw records of its finished launches, so it is never loaded as a dataset.
+pub const SKELETON_MARKER: &str = ".ctax/skeleton.json";
+
 /// Loads everything under `root`.
 pub fn load(root: &Path) -> anyhow::Result<Dataset> {
     anyhow::ensure!(root.is_dir(), "{}: not a directory", root.display());
+    anyhow::ensure!(
+        !root.join(SKELETON_MARKER).exists(),
+        "{}: a skeleton of a results root (`ctax skeleton`; {SKELETON_MARKER} names the full \
+         root): the raw records of its finished launches are not here, so it cannot be \
+         analysed; analyse the full root",
+        root.display()
+    );
     let mut warnings = Vec::new();
     let (candidates, mut not_loaded) =
         names::run_dirs(root).with_context(|| format!("reading {}", root.display()))?;

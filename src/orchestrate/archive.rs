@@ -328,7 +328,7 @@ fn is_step_raw(name: &str) -> bool {
 
 /// A raw file's name (plain form): a per-cell JSONL file, a step plugin's raw log, or a server
 /// log.
-fn is_raw_name(name: &str) -> bool {
+pub(crate) fn is_raw_name(name: &str) -> bool {
     (name.ends_with(".jsonl") && ctax_schema::parse_file_name(name).is_some())
         || is_step_raw(name)
         || is_server_log(name)

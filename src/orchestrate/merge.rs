@@ -30,6 +30,7 @@ pub fn merge(roots: &[PathBuf], out: &Path) -> anyhow::Result<Merged> {
     anyhow::ensure!(!roots.is_empty(), "nothing to merge");
     for r in roots {
         anyhow::ensure!(r.is_dir(), "{}: not a directory", r.display());
+        super::skeleton::refuse(r, "a merge")?;
         anyhow::ensure!(
             r.canonicalize()? != out.canonicalize().unwrap_or_else(|_| out.to_path_buf()),
             "--out {} is one of the roots",

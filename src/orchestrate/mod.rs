@@ -35,6 +35,7 @@ mod resume;
 mod runner;
 mod server;
 mod signals;
+pub mod skeleton;
 mod slots;
 pub mod stages;
 mod steps;
@@ -164,6 +165,33 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let root = args.out.clone();
     let dry = args.dry_run;
+    // A skeleton (`ctax skeleton`) lacks the raw records stages 2 and 4 read: refused before
+    // anything starts, dry run included.
+    if skeleton::is_skeleton(&root) {
+        let source = skeleton::source(&root);
+        let skipped = |n: u8| args.skip_stage.contains(&n);
+        let needs_records =
+            shard.is_whole() && ((!skipped(2) && args.reference_rates.is_none()) || !skipped(4));
+        anyhow::ensure!(
+            !needs_records,
+            "{} is a skeleton of {source} (`ctax skeleton`): the raw records of its finished \
+             launches are not here, so stage 2 (reference rates from all of Phase A) and stage 4 \
+             (the analysis) cannot run on it. Pass --skip-stage 2 (Phase B then uses the full \
+             root's reference_rates.json, copied with the skeleton) or --reference-rates FILE, \
+             and --skip-stage 4; analyse the full root once the new runs are back in it",
+            root.display()
+        );
+        // Phase B's rates then predate this sweep's Phase A launches (a full root recomputes
+        // them in between): one phase per sweep on a skeleton.
+        anyhow::ensure!(
+            skipped(1) || skipped(3),
+            "{} is a skeleton of {source}: stage 2 cannot recompute the reference rates after \
+             this sweep's Phase A, so Phase B would run at rates that predate it. Run Phase A \
+             (--skip-stage 3) or Phase B (--skip-stage 1), not both; recompute the rates on the \
+             full root (`ctax reference-rates`) in between",
+            root.display()
+        );
+    }
     if !dry {
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     }

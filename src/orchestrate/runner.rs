@@ -40,6 +40,29 @@ pub(crate) fn run_stage(
         return StageRun::default();
     }
     let mut out = StageRun::default();
+    // In a skeleton, a launch whose run directory stayed skeletal cannot resume: refused before
+    // any launch of the stage starts.
+    let refused: Vec<anyhow::Error> = blocks
+        .iter()
+        .flat_map(|b| b.units())
+        .filter_map(|u| {
+            match resume::todo(
+                &ctx.root,
+                &u.config,
+                u.launch,
+                stage,
+                &cells(u),
+                ctx.rerun_capped,
+            ) {
+                Todo::Resume(dir, _) => super::skeleton::refuse_resume(&dir).err(),
+                _ => None,
+            }
+        })
+        .collect();
+    if !refused.is_empty() {
+        out.errors = refused;
+        return out;
+    }
     for block in blocks {
         if out.interrupted() || !out.errors.is_empty() {
             break;
@@ -109,11 +132,14 @@ fn print_stage(
                 ) {
                     Todo::Done { .. } => "complete, skipped".to_owned(),
                     Todo::Fresh(c) => format!("would launch ({} cells)", c.len()),
-                    Todo::Resume(dir, c) => format!(
-                        "would resume {} cells in {}",
-                        c.len(),
-                        dir.file_name().unwrap_or_default().to_string_lossy()
-                    ),
+                    Todo::Resume(dir, c) => match super::skeleton::refuse_resume(&dir) {
+                        Ok(()) => format!(
+                            "would resume {} cells in {}",
+                            c.len(),
+                            dir.file_name().unwrap_or_default().to_string_lossy()
+                        ),
+                        Err(e) => format!("REFUSED, {} cells left: {e}", c.len()),
+                    },
                 };
                 let why = u
                     .anchor

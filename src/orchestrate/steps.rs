@@ -170,7 +170,7 @@ pub(crate) fn materialize(run_dir: &Path) -> anyhow::Result<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ingest::jsonl;
     use ctax_schema::{Arrival, Phase};
@@ -193,7 +193,7 @@ mod tests {
         }
     }
 
-    fn health(phase: Phase, cell: &str, a: u64, b: u64) -> CellHealth {
+    pub(crate) fn health(phase: Phase, cell: &str, a: u64, b: u64) -> CellHealth {
         CellHealth {
             phase,
             cell: cell.into(),
