@@ -88,16 +88,12 @@ fn run() -> anyhow::Result<ExitCode> {
             if finish_killed {
                 for f in connector_tax::orchestrate::killed::finish_root(&root)? {
                     println!(
-                        "finished {}: {} of {} cells complete; {}; manifest row {}",
+                        "finished {}: {} of {} cells complete; {}; manifest row added ({})",
                         f.dir.display(),
                         f.kept,
                         f.planned,
                         f.sealed,
-                        if f.row.is_some() {
-                            "added"
-                        } else {
-                            "already there"
-                        }
+                        f.row.reason.as_deref().unwrap_or_default()
                     );
                 }
             }

@@ -926,6 +926,45 @@ fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
     let steps = std::fs::read(&step_file).expect("the kept cell's step file");
     assert!(!zstd::decode_all(&steps[..]).unwrap().is_empty());
 
+    // A resumed attempt killed hard in turn (emulated: it rewrote config.json as it started and
+    // left its raw step log plain, one record outside every cell): a second row, its own.
+    std::thread::sleep(Duration::from_millis(1100));
+    let cfg = std::fs::read(dir.join("config.json")).unwrap();
+    std::fs::write(dir.join("config.json"), &cfg).unwrap();
+    let resumed_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let rec = serde_json::json!({"t_ns": 1u64, "step_id": 1u64, "pid": 424242u32,
+        "step_duration_us": 10.0});
+    std::fs::write(dir.join("engine_step_raw.424242.jsonl"), format!("{rec}\n")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
+        .args(["archive", out.to_str().unwrap(), "--finish-killed"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{said}{}", stderr(&o));
+    assert!(said.contains("a resumed attempt"), "{said}");
+    let rows: Vec<ManifestRow> = manifest(&out)
+        .into_iter()
+        .filter(|r| r.run_dir.as_deref() == Some(&run_dir))
+        .collect();
+    assert_eq!(rows.len(), 2, "the resumed attempt has its row");
+    assert!(
+        rows[1]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("a resumed attempt")
+    );
+    assert!(
+        rows[1].started_unix_ms.abs_diff(resumed_ms) < 1000
+            && rows[1].started_unix_ms > rows[0].started_unix_ms,
+        "started when config.json was written: {} vs {resumed_ms}",
+        rows[1].started_unix_ms
+    );
+    assert_eq!(plain_logs(&dir), 0, "its raw step log compressed");
+
     // Resumed on this machine, which is not the killed launch's.
     let o = run(&p, &out, &PLAIN_A);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use ctax_schema::{CellHealth, ManifestRow, PlannedCell, RowStatus, RunConfig};
 
 use super::{manifest, resume, steps};
@@ -95,8 +96,8 @@ pub struct Finished {
     /// Cells complete (or capped) of those planned.
     pub kept: usize,
     pub planned: usize,
-    /// The manifest row written (the launch had none).
-    pub row: Option<ManifestRow>,
+    /// The manifest row written (the first attempt had none, or a resumed attempt after it).
+    pub row: ManifestRow,
 }
 
 /// `ctax archive --finish-killed`: every run directory of `root` that a launch left before its
@@ -135,12 +136,16 @@ pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
                     .is_some_and(|h| h.complete || h.capped())
             })
             .count();
-        let row = (!has_row)
-            .then(|| killed_row(&dir, &rc, &summary, kept))
-            .transpose()?;
-        if let Some(r) = &row {
-            manifest::append(root, r)?;
-        }
+        // No row: the launch's first attempt was killed (it started at the directory's stamp).
+        // A row and a plain raw step log: an attempt resumed after that row was killed; it
+        // started when it rewrote config.json.
+        let started = if has_row {
+            Some(attempt_start(&dir)?)
+        } else {
+            None
+        };
+        let row = killed_row(&dir, &rc, &summary, kept, started)?;
+        manifest::append(root, &row)?;
         out.push(Finished {
             dir,
             sealed,
@@ -152,19 +157,36 @@ pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
     Ok(out)
 }
 
+/// When a resumed attempt began: the modification time of `config.json`, which every launch
+/// (a resume too) writes as it starts.
+fn attempt_start(dir: &Path) -> anyhow::Result<u64> {
+    let t = std::fs::metadata(dir.join("config.json"))
+        .and_then(|m| m.modified())
+        .with_context(|| format!("{}: the time of config.json", dir.display()))?;
+    Ok(t.duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64)
+}
+
+/// The `incomplete` row of a killed attempt: the first one (`resumed_at` None, started at the
+/// directory's stamp) or one resumed at `resumed_at` (ms) after the directory's last row.
 fn killed_row(
     dir: &Path,
     rc: &RunConfig,
     summary: &ctax_schema::RunSummary,
     kept: usize,
+    resumed_at: Option<u64>,
 ) -> anyhow::Result<ManifestRow> {
-    let stamp = rc.run_dir.get(..15).unwrap_or_default();
-    let started = manifest::stamp_ms(stamp).ok_or_else(|| {
-        anyhow::anyhow!(
-            "{}: the run directory's name does not start with a YYYYMMDD-HHMMSS stamp",
-            dir.display()
-        )
-    })?;
+    let started = match resumed_at {
+        Some(ms) => ms,
+        None => {
+            let stamp = rc.run_dir.get(..15).unwrap_or_default();
+            manifest::stamp_ms(stamp).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: the run directory's name does not start with a YYYYMMDD-HHMMSS stamp",
+                    dir.display()
+                )
+            })?
+        }
+    };
     let mut row = manifest::launch_row(
         dir,
         &resume::run_stage(rc),
@@ -183,8 +205,13 @@ fn killed_row(
         .filter(|k| !summary.cells.contains_key(k))
         .collect();
     row.reason = Some(format!(
-        "killed before its end (no row was written; recorded by ctax archive --finish-killed): \
-         {kept} of {} cells complete{}; a resume reruns the rest",
+        "{} killed before its end (no row was written; recorded by ctax archive \
+         --finish-killed): {kept} of {} cells complete{}; a resume reruns the rest",
+        if resumed_at.is_some() {
+            "a resumed attempt,"
+        } else {
+            "launch"
+        },
         rc.cells.len(),
         if unfinished.is_empty() {
             String::new()
