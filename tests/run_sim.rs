@@ -890,10 +890,7 @@ fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
     assert_eq!(kept.len(), 1);
     set_machine(&dir, Some("k1lled-machine-boot-id"));
 
-    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
-        .args(["archive", out.to_str().unwrap(), "--finish-killed"])
-        .output()
-        .unwrap();
+    let o = finish_killed(&out);
     let said = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{said}{}", stderr(&o));
     assert!(
@@ -938,10 +935,7 @@ fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
     let rec = serde_json::json!({"t_ns": 1u64, "step_id": 1u64, "pid": 424242u32,
         "step_duration_us": 10.0});
     std::fs::write(dir.join("engine_step_raw.424242.jsonl"), format!("{rec}\n")).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
-        .args(["archive", out.to_str().unwrap(), "--finish-killed"])
-        .output()
-        .unwrap();
+    let o = finish_killed(&out);
     let said = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{said}{}", stderr(&o));
     assert!(said.contains("a resumed attempt"), "{said}");
@@ -991,12 +985,14 @@ fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
         "kept steps untouched"
     );
     // Nothing left to finish: the resumed launch wrote its own row.
-    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
-        .args(["archive", out.to_str().unwrap(), "--finish-killed"])
-        .output()
-        .unwrap();
+    let o = finish_killed(&out);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!String::from_utf8_lossy(&o.stdout).contains("finished "));
+}
+
+/// `ctax archive OUT --finish-killed`.
+fn finish_killed(out: &Path) -> Output {
+    ctax_plain(&["archive", out.to_str().unwrap(), "--finish-killed"])
 }
 
 /// `ctax` without `--repo` (the commands that read a root only).
