@@ -335,7 +335,7 @@ pub(crate) fn is_raw_name(name: &str) -> bool {
 }
 
 /// The entries of `dir`, sorted by name.
-fn sorted_entries(dir: &Path) -> anyhow::Result<Vec<std::fs::DirEntry>> {
+pub(crate) fn sorted_entries(dir: &Path) -> anyhow::Result<Vec<std::fs::DirEntry>> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .collect::<Result<_, _>>()

@@ -47,7 +47,6 @@ pub(crate) fn run(
             return Ok(Outcome::AlreadyDone);
         }
         Todo::Resume(dir, todo) => {
-            super::skeleton::refuse_resume(&dir)?;
             resume::supersede(&dir, &todo)?;
             eprintln!(
                 "[ctax] {config} l{launch} stage {stage}: resuming {} of {} cells in {} on {}",

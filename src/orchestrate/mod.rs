@@ -165,13 +165,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let root = args.out.clone();
     let dry = args.dry_run;
+    let skip = |n: u8| args.skip_stage.contains(&n);
     // A skeleton (`ctax skeleton`) lacks the raw records stages 2 and 4 read: refused before
     // anything starts, dry run included.
     if skeleton::is_skeleton(&root) {
         let source = skeleton::source(&root);
-        let skipped = |n: u8| args.skip_stage.contains(&n);
         let needs_records =
-            shard.is_whole() && ((!skipped(2) && args.reference_rates.is_none()) || !skipped(4));
+            shard.is_whole() && ((!skip(2) && args.reference_rates.is_none()) || !skip(4));
         anyhow::ensure!(
             !needs_records,
             "{} is a skeleton of {source} (`ctax skeleton`): the raw records of its finished \
@@ -184,7 +184,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // Phase B's rates then predate this sweep's Phase A launches (a full root recomputes
         // them in between): one phase per sweep on a skeleton.
         anyhow::ensure!(
-            skipped(1) || skipped(3),
+            skip(1) || skip(3),
             "{} is a skeleton of {source}: stage 2 cannot recompute the reference rates after \
              this sweep's Phase A, so Phase B would run at rates that predate it. Run Phase A \
              (--skip-stage 3) or Phase B (--skip-stage 1), not both; recompute the rates on the \
@@ -281,7 +281,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ensure_model(&ctx)?;
     }
-    let skip = |n: u8| args.skip_stage.contains(&n);
     let t_sweep = Instant::now();
     let mut worst = Outcome::Done;
 

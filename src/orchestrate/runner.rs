@@ -41,27 +41,29 @@ pub(crate) fn run_stage(
     }
     let mut out = StageRun::default();
     // In a skeleton, a launch whose run directory stayed skeletal cannot resume: refused before
-    // any launch of the stage starts.
-    let refused: Vec<anyhow::Error> = blocks
-        .iter()
-        .flat_map(|b| b.units())
-        .filter_map(|u| {
-            match resume::todo(
-                &ctx.root,
-                &u.config,
-                u.launch,
-                stage,
-                &cells(u),
-                ctx.rerun_capped,
-            ) {
-                Todo::Resume(dir, _) => super::skeleton::refuse_resume(&dir).err(),
-                _ => None,
-            }
-        })
-        .collect();
-    if !refused.is_empty() {
-        out.errors = refused;
-        return out;
+    // any launch of the stage starts (the only place it is checked in a real run).
+    if super::skeleton::is_skeleton(&ctx.root) {
+        let runs = resume::runs(&ctx.root);
+        out.errors = blocks
+            .iter()
+            .flat_map(|b| b.units())
+            .filter_map(|u| {
+                match resume::todo_in(
+                    &runs,
+                    &u.config,
+                    u.launch,
+                    stage,
+                    &cells(u),
+                    ctx.rerun_capped,
+                ) {
+                    Todo::Resume(dir, _) => super::skeleton::refuse_resume(&dir).err(),
+                    _ => None,
+                }
+            })
+            .collect();
+        if !out.errors.is_empty() {
+            return out;
+        }
     }
     for block in blocks {
         if out.interrupted() || !out.errors.is_empty() {

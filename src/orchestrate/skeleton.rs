@@ -110,7 +110,8 @@ pub(crate) fn refuse_resume(dir: &Path) -> anyhow::Result<()> {
 
 /// Copies `root`'s skeleton into `dest` (new or empty): every top-level file, `.ctax/` and
 /// `preflight/` whole, each run directory skeletal or whole (module doc); other directories
-/// (`analysis/`, `report/`: outputs) are left out. Writes the marker last.
+/// (`analysis/`, `report/`: outputs) are left out. Writes the marker first (empty lists) and
+/// again at the end with what was copied.
 pub fn make(root: &Path, dest: &Path) -> anyhow::Result<Made> {
     anyhow::ensure!(root.is_dir(), "{}: not a directory", root.display());
     refuse(root, "another skeleton")?;
@@ -156,7 +157,7 @@ pub fn make(root: &Path, dest: &Path) -> anyhow::Result<Made> {
         .iter()
         .filter_map(|(d, _)| d.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    for e in sorted(root)? {
+    for e in archive::sorted_entries(root)? {
         let name = e.file_name().to_string_lossy().into_owned();
         let (src, dst) = (e.path(), dest.join(&name));
         let ft = kind(&e)?;
@@ -195,7 +196,7 @@ fn is_raw(name: &str) -> bool {
 /// counted).
 fn copy_tree(src: &Path, dst: &Path, skeletal: bool, made: &mut Made) -> anyhow::Result<()> {
     std::fs::create_dir_all(dst).with_context(|| format!("creating {}", dst.display()))?;
-    for e in sorted(src)? {
+    for e in archive::sorted_entries(src)? {
         let name = e.file_name().to_string_lossy().into_owned();
         let (s, d) = (e.path(), dst.join(&name));
         let ft = kind(&e)?;
@@ -244,20 +245,11 @@ fn size_of(p: &Path) -> anyhow::Result<(u64, u64)> {
         return Ok((1, md.len()));
     }
     let mut t = (0, 0);
-    for e in sorted(p)? {
+    for e in archive::sorted_entries(p)? {
         let (f, b) = size_of(&e.path())?;
         t = (t.0 + f, t.1 + b);
     }
     Ok(t)
-}
-
-fn sorted(dir: &Path) -> anyhow::Result<Vec<std::fs::DirEntry>> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("reading {}", dir.display()))?;
-    v.sort_by_key(|e| e.file_name());
-    Ok(v)
 }
 
 #[cfg(test)]
