@@ -1145,4 +1145,29 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
         md.contains("| A l1 |"),
         "the new launches are in the report"
     );
+    // The root's reference rates predate the two launches just brought back: Phase B at them
+    // is refused (dry run included) until they are recomputed.
+    let phase_b = [
+        "--configs",
+        "plain,noop_connector",
+        "--skip-stage",
+        "1",
+        "--skip-stage",
+        "2",
+        "--skip-stage",
+        "4",
+        "--dry-run",
+    ];
+    let o = run(&p, &out, &phase_b);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("predates 2 of the root's Phase A launches"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ctax_plain(&["reference-rates", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&p, &out, &phase_b);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("stage 3: Phase B"), "{}", stderr(&o));
 }

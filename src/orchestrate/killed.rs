@@ -109,6 +109,13 @@ pub struct Finished {
 /// exactly like a killed one.
 pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
     let rows = manifest::read(root)?;
+    // Whether the root's profile asked vLLM for step timing (the launches' rows say the same).
+    let prof = root.join("profile.toml");
+    let step_timing = prof.exists()
+        && super::profile::load(&prof.to_string_lossy(), root)?
+            .profile
+            .server
+            .step_timing;
     let mut out = Vec::new();
     for (dir, rc) in resume::runs(root) {
         let has_row = rows
@@ -144,7 +151,14 @@ pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
         } else {
             None
         };
-        let row = killed_row(&dir, &rc, &summary, kept, started)?;
+        let row = killed_row(
+            &dir,
+            &rc,
+            &summary,
+            kept,
+            started,
+            step_timing && !rc.simulated,
+        )?;
         manifest::append(root, &row)?;
         out.push(Finished {
             dir,
@@ -174,18 +188,16 @@ fn killed_row(
     summary: &ctax_schema::RunSummary,
     kept: usize,
     resumed_at: Option<u64>,
+    step_timing_asked: bool,
 ) -> anyhow::Result<ManifestRow> {
+    // A directory renamed by hand has no stamp: config.json's time, which the launch wrote as
+    // it started, stands in (rather than stopping every other directory's row).
     let started = match resumed_at {
         Some(ms) => ms,
-        None => {
-            let stamp = rc.run_dir.get(..15).unwrap_or_default();
-            manifest::stamp_ms(stamp).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{}: the run directory's name does not start with a YYYYMMDD-HHMMSS stamp",
-                    dir.display()
-                )
-            })?
-        }
+        None => match manifest::stamp_ms(rc.run_dir.get(..15).unwrap_or_default()) {
+            Some(ms) => ms,
+            None => attempt_start(dir)?,
+        },
     };
     let mut row = manifest::launch_row(
         dir,
@@ -225,7 +237,76 @@ fn killed_row(
         .map(|h| h.wall_start_unix_ms + h.t_end_ns.saturating_sub(h.t_start_ns) / 1_000_000)
         .max();
     row.duration_s = end_ms.map_or(0.0, |e| e.saturating_sub(started) as f64 / 1000.0);
-    // After the seal every raw step log is compressed.
-    row.step_timing_active = Some(!crate::ingest::step_slices::raw_logs(dir, false).is_empty());
+    // After the seal every raw step log is compressed. No log: inactive if the profile asked
+    // for step timing, else not applicable (as a launch's own row says).
+    row.step_timing_active = if !crate::ingest::step_slices::raw_logs(dir, false).is_empty() {
+        Some(true)
+    } else {
+        step_timing_asked.then_some(false)
+    };
     Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rc(run_dir: &str) -> RunConfig {
+        RunConfig {
+            schema_version: ctax_schema::SCHEMA_VERSION,
+            config: "plain".into(),
+            launch: 0,
+            run_dir: run_dir.into(),
+            phases: vec![ctax_schema::Phase::A],
+            cells: Vec::new(),
+            model: "m".into(),
+            served_model_name: "m".into(),
+            port: 0,
+            extra: serde_json::json!({"stage": "A"}),
+            simulated: false,
+            placement: None,
+        }
+    }
+
+    /// A first attempt's row in a directory renamed by hand (no stamp) starts at config.json's
+    /// time instead of failing; step timing reads as the launch's own row would: active with a
+    /// step log, inactive without one when the profile asked for it, not applicable otherwise.
+    #[test]
+    fn a_killed_row_without_a_stamp_and_its_step_timing() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("plain_renamed_by_hand");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), b"{}").unwrap();
+        let mtime = std::fs::metadata(dir.join("config.json"))
+            .unwrap()
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let rc = rc("plain_renamed_by_hand");
+        let summary = ctax_schema::RunSummary::default();
+        let row = killed_row(&dir, &rc, &summary, 0, None, true).unwrap();
+        assert_eq!(row.started_unix_ms, mtime);
+        assert_eq!(row.stage, "1 Phase A");
+        assert_eq!(row.step_timing_active, Some(false));
+        let row = killed_row(&dir, &rc, &summary, 0, None, false).unwrap();
+        assert_eq!(row.step_timing_active, None);
+        std::fs::write(dir.join("engine_step_raw.77.jsonl.zst"), b"").unwrap();
+        let row = killed_row(&dir, &rc, &summary, 0, None, false).unwrap();
+        assert_eq!(row.step_timing_active, Some(true));
+        // A stamped name starts at its stamp (2026-12-03 05:49:51 UTC).
+        let stamped = t.path().join("20261203-054951_plain_l0");
+        std::fs::create_dir(&stamped).unwrap();
+        let row = killed_row(
+            &stamped,
+            &self::rc("20261203-054951_plain_l0"),
+            &summary,
+            0,
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(row.started_unix_ms, 1_796_276_991_000);
+    }
 }

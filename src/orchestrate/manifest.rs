@@ -88,6 +88,20 @@ pub(crate) fn read(root: &Path) -> anyhow::Result<Vec<ManifestRow>> {
     Ok(jsonl::read_jsonl::<ManifestRow>(&path)?.rows)
 }
 
+/// The run directories named by the manifest's Phase A rows that exist under `root`, sorted:
+/// the Phase A launches reference rates computed now would read.
+pub(crate) fn phase_a_runs(root: &Path) -> anyhow::Result<Vec<String>> {
+    let mut runs: Vec<String> = read(root)?
+        .into_iter()
+        .filter(|r| r.stage == "1 Phase A")
+        .filter_map(|r| r.run_dir)
+        .filter(|d| root.join(d).is_dir())
+        .collect();
+    runs.sort();
+    runs.dedup();
+    Ok(runs)
+}
+
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }

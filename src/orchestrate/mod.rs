@@ -386,9 +386,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         );
         Some(r)
     } else if skip(2) {
-        std::fs::read(root.join("reference_rates.json"))
+        let r: Option<ReferenceRates> = std::fs::read(root.join("reference_rates.json"))
             .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        // Phase B takes its rate from this file: it must have seen all of Phase A.
+        if let Some(r) = &r
+            && !skip(3)
+            && ctx.profile.phase_b.is_some()
+            && let Some(w) = stages::check_rates_current(&root, r)?
+        {
+            eprintln!("[ctax] warning: {w}");
+        }
+        r
     } else if !shard.is_whole() {
         eprintln!(
             "[ctax] stage 2 skipped: shard {shard} holds only part of Phase A. Merge every shard's root (`ctax merge`), run `ctax reference-rates` on it, then run this shard again with --reference-rates <merged>/reference_rates.json for Phase B"

@@ -15,7 +15,8 @@ use crate::fsutil::write_json_atomic;
 pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
     let ds = crate::ingest::load(root)?;
     crate::pipeline::eprint_warnings(&ds.warnings);
-    let refs = analysis::reference_rates(&ds)?;
+    let mut refs = analysis::reference_rates(&ds)?;
+    refs.phase_a_runs = super::manifest::phase_a_runs(root)?;
     let path = root.join("reference_rates.json");
     write_json_atomic(&path, &refs).with_context(|| format!("writing {}", path.display()))?;
     Ok(refs)
@@ -35,6 +36,43 @@ pub(crate) fn read_reference_rates(file: &Path) -> anyhow::Result<ReferenceRates
     let de = &mut serde_json::Deserializer::from_slice(&bytes);
     serde_path_to_error::deserialize(de)
         .map_err(|e| anyhow::anyhow!("{}: field `{}`: {}", file.display(), e.path(), e.inner()))
+}
+
+/// Whether `refs`, the root's own reference_rates.json taken as it is (stage 2 skipped), was
+/// computed after every Phase A launch the root's manifest names. Rates that predate one (a
+/// skeleton's Phase A brought back into the root, a Phase A resumed with --skip-stage 2) would
+/// put Phase B at a rate its Phase A did not choose: an error naming the launches it misses.
+/// A file written before the list was recorded cannot be checked: `Some(warning)`.
+pub(crate) fn check_rates_current(
+    root: &Path,
+    refs: &ReferenceRates,
+) -> anyhow::Result<Option<String>> {
+    let path = root.join("reference_rates.json");
+    if refs.phase_a_runs.is_empty() {
+        return Ok(Some(format!(
+            "{} does not say which Phase A launches it was computed from (written before ctax \
+             recorded them), so nothing checks it is current: run `ctax reference-rates {}` after \
+             new Phase A launches",
+            path.display(),
+            root.display()
+        )));
+    }
+    let missing: Vec<String> = super::manifest::phase_a_runs(root)?
+        .into_iter()
+        .filter(|d| !refs.phase_a_runs.contains(d))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "{} predates {} of the root's Phase A launches ({}): Phase B would run at rates they \
+         had no say in. Run `ctax reference-rates {}` (on the full root, not a skeleton) first, \
+         or pass --reference-rates {} to keep these rates",
+        path.display(),
+        missing.len(),
+        missing.join(", "),
+        root.display(),
+        path.display()
+    );
+    Ok(None)
 }
 
 /// Stage 4: [`crate::pipeline::run`] — the full analysis of `root` (written to
@@ -100,4 +138,61 @@ pub(crate) fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
     }
     write_json_atomic(&path, &summary).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orchestrate::manifest;
+
+    fn refs(runs: &[&str]) -> ReferenceRates {
+        ReferenceRates {
+            schema_version: ctax_schema::SCHEMA_VERSION,
+            ref_safe: Some(2.0),
+            ref_load: Some(6.0),
+            configs_considered: vec!["plain".into()],
+            saturation_rate: Default::default(),
+            notes: Vec::new(),
+            phase_a_runs: runs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// A root whose manifest has Phase A rows for `a` and a Phase B row for `b` (run
+    /// directories created), plus a Phase A row whose directory is gone.
+    fn root_with(a: &[&str], b: &str) -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let mut rows: Vec<(&str, &str)> = a.iter().map(|d| ("1 Phase A", *d)).collect();
+        rows.push(("3 Phase B", b));
+        for (stage, d) in rows {
+            std::fs::create_dir(t.path().join(d)).unwrap();
+            let mut r = manifest::row(stage, "plain", 0, 0);
+            r.run_dir = Some(d.into());
+            manifest::append(t.path(), &r).unwrap();
+        }
+        let mut gone = manifest::row("1 Phase A", "plain", 9, 0);
+        gone.run_dir = Some("20990101-000000_plain_l9".into());
+        manifest::append(t.path(), &gone).unwrap();
+        t
+    }
+
+    #[test]
+    fn rates_must_have_seen_every_phase_a_launch_of_the_root() {
+        let t = root_with(&["a_plain_l0", "a_noop_l0", "a_plain_l1"], "b_plain_l0");
+        // Seen all three (order and extra names, e.g. a merged root's other shards, do not
+        // matter; Phase B rows and missing directories are not Phase A launches of the root).
+        let all = refs(&["a_plain_l1", "a_noop_l0", "a_plain_l0", "other_shard_l0"]);
+        assert_eq!(check_rates_current(t.path(), &all).unwrap(), None);
+        // Computed before a_plain_l1 joined the root.
+        let e = check_rates_current(t.path(), &refs(&["a_plain_l0", "a_noop_l0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("predates 1 of the root's Phase A launches (a_plain_l1)"),
+            "{e}"
+        );
+        assert!(e.contains("ctax reference-rates"), "{e}");
+        // A file from before the list existed: a warning, not a refusal.
+        let w = check_rates_current(t.path(), &refs(&[])).unwrap().unwrap();
+        assert!(w.contains("nothing checks it is current"), "{w}");
+    }
 }

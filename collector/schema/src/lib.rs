@@ -780,6 +780,11 @@ pub struct ReferenceRates {
     pub saturation_rate: std::collections::BTreeMap<String, Option<f64>>,
     /// Human explanation of each choice.
     pub notes: Vec<String>,
+    /// The run directories of the root's Phase A launches (manifest rows of stage `1 Phase A`)
+    /// when the rates were computed: `ctax run` refuses Phase B on rates that miss one of the
+    /// root's Phase A launches. Empty (absent) in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phase_a_runs: Vec<String>,
 }
 
 /// Current time on CLOCK_MONOTONIC, ns (the clock every record uses).
