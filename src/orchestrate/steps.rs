@@ -54,17 +54,54 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
     Ok(rep)
 }
 
-/// Compresses raw step logs (`X.jsonl` → `X.jsonl.zst`, zstd 9, source removed).
+/// Compresses raw step logs (`X.jsonl` → `X.jsonl.zst`, zstd 9, source removed). The archive
+/// is written atomically, so a launch killed while compressing leaves the plain log and at most
+/// a hidden temp file (removed by the next pass), never a cut `.zst`; killed between the
+/// archive's rename and the source's removal, it leaves an archive of exactly this log, which
+/// the next pass recognises and keeps (no `.r1` copy of the same records).
 fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
     for f in files {
         let raw = std::fs::read(f)?;
-        let dst = free_archive_name(f);
-        let mut enc = zstd::Encoder::new(std::fs::File::create(&dst)?, 9)?;
-        enc.write_all(&raw)?;
-        enc.finish()?.sync_all()?;
+        let holds_raw = |p: &Path| {
+            std::fs::read(p)
+                .ok()
+                .and_then(|b| zstd::decode_all(&b[..]).ok())
+                .is_some_and(|d| d == raw)
+        };
+        let dst = match archive_names(f).find(|p| !p.exists() || holds_raw(p)) {
+            Some(p) if p.exists() => p,
+            _ => {
+                let dst = free_archive_name(f);
+                crate::fsutil::write_atomic_with(&dst, |file| -> anyhow::Result<()> {
+                    let mut enc = zstd::Encoder::new(file, 9)?;
+                    enc.write_all(&raw)?;
+                    enc.finish()?;
+                    Ok(())
+                })?;
+                dst
+            }
+        };
+        remove_stale_temps(&dst);
         std::fs::remove_file(f)?;
     }
     Ok(())
+}
+
+/// Removes the temp files an interrupted atomic write of `path` left (`.<name>.tmp.<pid>`).
+fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}.tmp.", name.to_string_lossy());
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with(&prefix)
+            && n[prefix.len()..].bytes().all(|b| b.is_ascii_digit())
+            && e.file_type().is_ok_and(|t| t.is_file())
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Before a launch is resumed in `run_dir`: writes the per-cell step file of each of `cells`
@@ -104,16 +141,19 @@ pub(crate) fn freeze_cells(
 /// an archive of that name (the same pid on another machine), `engine_step_raw.<pid>.r<k>.jsonl.zst`
 /// with the first free k: an earlier launch's log is never overwritten.
 fn free_archive_name(f: &Path) -> PathBuf {
-    let dst = PathBuf::from(format!("{}.zst", f.display()));
-    if !dst.exists() {
-        return dst;
-    }
-    let stem = f.display().to_string();
-    let base = stem.strip_suffix(".jsonl").unwrap_or(&stem);
-    (1..)
-        .map(|k| PathBuf::from(format!("{base}.r{k}.jsonl.zst")))
+    archive_names(f)
         .find(|p| !p.exists())
         .expect("an unused name")
+}
+
+/// The names an archive of the raw log `f` may have, in the order they are taken: `X.jsonl.zst`,
+/// then `X.r1.jsonl.zst`, `X.r2.jsonl.zst`, …
+fn archive_names(f: &Path) -> impl Iterator<Item = PathBuf> {
+    let stem = f.display().to_string();
+    let first = PathBuf::from(format!("{stem}.zst"));
+    let base = stem.strip_suffix(".jsonl").unwrap_or(&stem).to_owned();
+    std::iter::once(first)
+        .chain((1..).map(move |k| PathBuf::from(format!("{base}.r{k}.jsonl.zst"))))
 }
 
 /// Whether `streams` (a run directory's raw streams) hold a per-cell step file of (phase, cell).
@@ -223,6 +263,76 @@ pub(crate) mod tests {
             scrapes: 0,
             scrape_failures: 0,
         }
+    }
+
+    /// A launch killed while compressing its step log: after the archive's rename (the archive
+    /// holds the log, the plain log is still there) the next pass keeps that archive and writes
+    /// no `.r1` copy, also when the archive is itself an `.r1` beside an earlier launch's; killed
+    /// mid-write (a hidden temp file) the next pass writes the archive and removes the temp.
+    #[test]
+    fn a_compression_killed_half_way_is_finished_without_a_second_copy() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let log = dir.join("engine_step_raw.10.jsonl");
+        let body = b"{\"t_ns\":1}\n{\"t_ns\":2}\n";
+        let names = || {
+            let mut v: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        let unzip = |n: &str| zstd::decode_all(&std::fs::read(dir.join(n)).unwrap()[..]).unwrap();
+
+        // Killed after the rename.
+        std::fs::write(&log, body).unwrap();
+        std::fs::write(
+            dir.join("engine_step_raw.10.jsonl.zst"),
+            zstd::encode_all(&body[..], 3).unwrap(),
+        )
+        .unwrap();
+        compress_raw(std::slice::from_ref(&log)).unwrap();
+        assert_eq!(names(), ["engine_step_raw.10.jsonl.zst"]);
+
+        // An earlier launch's archive of the same pid, this launch's `.r1` renamed, then killed.
+        let other = b"{\"t_ns\":9}\n";
+        std::fs::write(&log, other).unwrap();
+        std::fs::write(
+            dir.join("engine_step_raw.10.r1.jsonl.zst"),
+            zstd::encode_all(&other[..], 3).unwrap(),
+        )
+        .unwrap();
+        compress_raw(std::slice::from_ref(&log)).unwrap();
+        assert_eq!(
+            names(),
+            [
+                "engine_step_raw.10.jsonl.zst",
+                "engine_step_raw.10.r1.jsonl.zst"
+            ]
+        );
+
+        // Killed mid-write: the temp of the `.r2` it was writing, the plain log.
+        let third = b"{\"t_ns\":5}\n";
+        std::fs::write(&log, third).unwrap();
+        std::fs::write(
+            dir.join(".engine_step_raw.10.r2.jsonl.zst.tmp.4242"),
+            b"\x28\xb5",
+        )
+        .unwrap();
+        compress_raw(std::slice::from_ref(&log)).unwrap();
+        assert_eq!(
+            names(),
+            [
+                "engine_step_raw.10.jsonl.zst",
+                "engine_step_raw.10.r1.jsonl.zst",
+                "engine_step_raw.10.r2.jsonl.zst"
+            ]
+        );
+        assert_eq!(unzip("engine_step_raw.10.jsonl.zst"), body);
+        assert_eq!(unzip("engine_step_raw.10.r1.jsonl.zst"), other);
+        assert_eq!(unzip("engine_step_raw.10.r2.jsonl.zst"), third);
     }
 
     #[test]
