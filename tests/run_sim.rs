@@ -1161,10 +1161,26 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
     let o = run(&p, &out, &phase_b);
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains("predates 2 of the root's Phase A launches"),
+        stderr(&o).contains("predates 2 of the root's Phase A launch attempts"),
         "{}",
         stderr(&o)
     );
+    // Phase A and Phase B in one sweep with stage 2 skipped: refused before anything starts.
+    let o = run(
+        &p,
+        &out,
+        &[
+            "--configs",
+            "plain,noop_connector",
+            "--skip-stage",
+            "2",
+            "--skip-stage",
+            "4",
+            "--dry-run",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("would have no say"), "{}", stderr(&o));
     let o = ctax_plain(&["reference-rates", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = run(&p, &out, &phase_b);

@@ -173,7 +173,7 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         saturation_rate,
         notes,
         // The manifest's view, filled in by the stage that writes the file.
-        phase_a_runs: Vec::new(),
+        phase_a_launches: None,
     }
 }
 

@@ -109,13 +109,19 @@ pub struct Finished {
 /// exactly like a killed one.
 pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
     let rows = manifest::read(root)?;
-    // Whether the root's profile asked vLLM for step timing (the launches' rows say the same).
+    // Whether the root's profile asked for step timing (the launches' rows say the same); a
+    // profile this version cannot read leaves it unknown rather than stopping the command.
     let prof = root.join("profile.toml");
     let step_timing = prof.exists()
-        && super::profile::load(&prof.to_string_lossy(), root)?
-            .profile
-            .server
-            .step_timing;
+        && match super::profile::load(&prof.to_string_lossy(), root) {
+            Ok(l) => l.profile.server.step_timing,
+            Err(e) => {
+                eprintln!(
+                    "[ctax] warning: {e:#}: step timing of the killed launches' rows left blank"
+                );
+                false
+            }
+        };
     let mut out = Vec::new();
     for (dir, rc) in resume::runs(root) {
         let has_row = rows
@@ -190,8 +196,9 @@ fn killed_row(
     resumed_at: Option<u64>,
     step_timing_asked: bool,
 ) -> anyhow::Result<ManifestRow> {
-    // A directory renamed by hand has no stamp: config.json's time, which the launch wrote as
-    // it started, stands in (rather than stopping every other directory's row).
+    // config.json's run_dir (the name ctax gave the directory, whatever it is called now) has
+    // no stamp when it was not written by `ctax run`: config.json's time, which a launch writes
+    // as it starts, stands in (rather than stopping every other directory's row).
     let started = match resumed_at {
         Some(ms) => ms,
         None => match manifest::stamp_ms(rc.run_dir.get(..15).unwrap_or_default()) {
@@ -237,12 +244,14 @@ fn killed_row(
         .map(|h| h.wall_start_unix_ms + h.t_end_ns.saturating_sub(h.t_start_ns) / 1_000_000)
         .max();
     row.duration_s = end_ms.map_or(0.0, |e| e.saturating_sub(started) as f64 / 1000.0);
-    // After the seal every raw step log is compressed. No log: inactive if the profile asked
-    // for step timing, else not applicable (as a launch's own row says).
-    row.step_timing_active = if !crate::ingest::step_slices::raw_logs(dir, false).is_empty() {
-        Some(true)
-    } else {
+    // After the seal every raw step log is compressed. As a launch's own row says it: active
+    // when its logs hold records, inactive when they hold none or there is none and the profile
+    // asked for step timing, not applicable otherwise.
+    let logs = crate::ingest::step_slices::raw_logs(dir, false);
+    row.step_timing_active = if logs.is_empty() {
         step_timing_asked.then_some(false)
+    } else {
+        Some(crate::ingest::step_slices::LaunchSteps::read(&logs).map_or(true, |l| l.records > 0))
     };
     Ok(row)
 }
@@ -268,8 +277,8 @@ mod tests {
         }
     }
 
-    /// A first attempt's row in a directory renamed by hand (no stamp) starts at config.json's
-    /// time instead of failing; step timing reads as the launch's own row would: active with a
+    /// A first attempt's row whose config.json names a directory without a stamp (not written
+    /// by `ctax run`) starts at config.json's time instead of failing; step timing reads as the launch's own row would: active with a
     /// step log, inactive without one when the profile asked for it, not applicable otherwise.
     #[test]
     fn a_killed_row_without_a_stamp_and_its_step_timing() {
@@ -292,7 +301,17 @@ mod tests {
         assert_eq!(row.step_timing_active, Some(false));
         let row = killed_row(&dir, &rc, &summary, 0, None, false).unwrap();
         assert_eq!(row.step_timing_active, None);
-        std::fs::write(dir.join("engine_step_raw.77.jsonl.zst"), b"").unwrap();
+        // A log without records (killed before the first step) reads as inactive.
+        let log = dir.join("engine_step_raw.77.jsonl.zst");
+        std::fs::write(&log, zstd::encode_all(&b""[..], 3).unwrap()).unwrap();
+        let row = killed_row(&dir, &rc, &summary, 0, None, false).unwrap();
+        assert_eq!(row.step_timing_active, Some(false));
+        let rec = br#"{"t_ns":1,"step_id":1,"pid":77,"step_duration_us":10.0}"#;
+        std::fs::write(
+            &log,
+            zstd::encode_all(&[&rec[..], b"\n"].concat()[..], 3).unwrap(),
+        )
+        .unwrap();
         let row = killed_row(&dir, &rc, &summary, 0, None, false).unwrap();
         assert_eq!(row.step_timing_active, Some(true));
         // A stamped name starts at its stamp (2026-12-03 05:49:51 UTC).

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use ctax_schema::{ManifestRow, RowStatus};
+use ctax_schema::{LaunchAttempt, ManifestRow, RowStatus};
 
 use crate::ingest::jsonl;
 
@@ -88,14 +88,20 @@ pub(crate) fn read(root: &Path) -> anyhow::Result<Vec<ManifestRow>> {
     Ok(jsonl::read_jsonl::<ManifestRow>(&path)?.rows)
 }
 
-/// The run directories named by the manifest's Phase A rows that exist under `root`, sorted:
-/// the Phase A launches reference rates computed now would read.
-pub(crate) fn phase_a_runs(root: &Path) -> anyhow::Result<Vec<String>> {
-    let mut runs: Vec<String> = read(root)?
+/// The launch attempts of the manifest's Phase A rows whose run directory exists under `root`,
+/// sorted: what reference rates computed now would read (a resumed launch adds an attempt in
+/// the same directory).
+pub(crate) fn phase_a_launches(root: &Path) -> anyhow::Result<Vec<LaunchAttempt>> {
+    let mut runs: Vec<LaunchAttempt> = read(root)?
         .into_iter()
         .filter(|r| r.stage == "1 Phase A")
-        .filter_map(|r| r.run_dir)
-        .filter(|d| root.join(d).is_dir())
+        .filter_map(|r| {
+            r.run_dir.map(|run_dir| LaunchAttempt {
+                run_dir,
+                started_unix_ms: r.started_unix_ms,
+            })
+        })
+        .filter(|a| root.join(&a.run_dir).is_dir())
         .collect();
     runs.sort();
     runs.dedup();

@@ -192,6 +192,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             root.display()
         );
     }
+    // Stage 2 skipped keeps the root's reference rates as they are: Phase A launches of this
+    // sweep would have no say in Phase B's rate (stage 3 would refuse them after hours of
+    // Phase A; refused here, before anything starts, dry run included).
+    anyhow::ensure!(
+        skip(1) || !skip(2) || skip(3) || args.reference_rates.is_some() || p.phase_b.is_none(),
+        "--skip-stage 2 keeps {}'s reference_rates.json as it is, so the Phase A launches of this \
+         sweep would have no say in Phase B's rate. Run Phase A (--skip-stage 3) and Phase B \
+         (--skip-stage 1) as separate sweeps with `ctax reference-rates ROOT` in between, or let \
+         stage 2 run",
+        root.display()
+    );
     if !dry {
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     }

@@ -16,7 +16,7 @@ pub fn reference_rates(root: &Path) -> anyhow::Result<ReferenceRates> {
     let ds = crate::ingest::load(root)?;
     crate::pipeline::eprint_warnings(&ds.warnings);
     let mut refs = analysis::reference_rates(&ds)?;
-    refs.phase_a_runs = super::manifest::phase_a_runs(root)?;
+    refs.phase_a_launches = Some(super::manifest::phase_a_launches(root)?);
     let path = root.join("reference_rates.json");
     write_json_atomic(&path, &refs).with_context(|| format!("writing {}", path.display()))?;
     Ok(refs)
@@ -39,37 +39,49 @@ pub(crate) fn read_reference_rates(file: &Path) -> anyhow::Result<ReferenceRates
 }
 
 /// Whether `refs`, the root's own reference_rates.json taken as it is (stage 2 skipped), was
-/// computed after every Phase A launch the root's manifest names. Rates that predate one (a
-/// skeleton's Phase A brought back into the root, a Phase A resumed with --skip-stage 2) would
-/// put Phase B at a rate its Phase A did not choose: an error naming the launches it misses.
-/// A file written before the list was recorded cannot be checked: `Some(warning)`.
+/// computed after every Phase A launch attempt the root's manifest names. Rates that predate
+/// one (a skeleton's Phase A brought back into the root, a launch resumed in its directory
+/// since) would put Phase B at a rate its Phase A did not choose: an error naming the attempts
+/// it misses and the way out. A file written before the list was recorded cannot be checked:
+/// `Some(warning)`.
 pub(crate) fn check_rates_current(
     root: &Path,
     refs: &ReferenceRates,
 ) -> anyhow::Result<Option<String>> {
     let path = root.join("reference_rates.json");
-    if refs.phase_a_runs.is_empty() {
+    // On a skeleton the rates are recomputed on the root it was made from.
+    let full = if super::skeleton::is_skeleton(root) {
+        super::skeleton::source(root)
+    } else {
+        root.display().to_string()
+    };
+    let Some(seen) = &refs.phase_a_launches else {
         return Ok(Some(format!(
             "{} does not say which Phase A launches it was computed from (written before ctax \
-             recorded them), so nothing checks it is current: run `ctax reference-rates {}` after \
-             new Phase A launches",
+             recorded them), so nothing checks it is current: run `ctax reference-rates {full}` \
+             after new Phase A launches",
             path.display(),
-            root.display()
         )));
-    }
-    let missing: Vec<String> = super::manifest::phase_a_runs(root)?
+    };
+    let missing: Vec<String> = super::manifest::phase_a_launches(root)?
         .into_iter()
-        .filter(|d| !refs.phase_a_runs.contains(d))
+        .filter(|a| !seen.contains(a))
+        .map(|a| {
+            format!(
+                "{} started {}",
+                a.run_dir,
+                crate::report::fmt::unix_ms(a.started_unix_ms)
+            )
+        })
         .collect();
     anyhow::ensure!(
         missing.is_empty(),
-        "{} predates {} of the root's Phase A launches ({}): Phase B would run at rates they \
-         had no say in. Run `ctax reference-rates {}` (on the full root, not a skeleton) first, \
-         or pass --reference-rates {} to keep these rates",
+        "{} predates {} of the root's Phase A launch attempts ({}): Phase B would run at rates \
+         they had no say in. Run `ctax reference-rates {full}` first (on the full root), or pass \
+         --reference-rates {} to keep these rates",
         path.display(),
         missing.len(),
         missing.join(", "),
-        root.display(),
         path.display()
     );
     Ok(None)
@@ -144,8 +156,9 @@ pub(crate) fn write_run_stats(run_dir: &Path) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::orchestrate::manifest;
+    use ctax_schema::LaunchAttempt;
 
-    fn refs(runs: &[&str]) -> ReferenceRates {
+    fn refs(seen: Option<&[(&str, u64)]>) -> ReferenceRates {
         ReferenceRates {
             schema_version: ctax_schema::SCHEMA_VERSION,
             ref_safe: Some(2.0),
@@ -153,46 +166,84 @@ mod tests {
             configs_considered: vec!["plain".into()],
             saturation_rate: Default::default(),
             notes: Vec::new(),
-            phase_a_runs: runs.iter().map(|s| s.to_string()).collect(),
+            phase_a_launches: seen.map(|v| {
+                v.iter()
+                    .map(|(d, ms)| LaunchAttempt {
+                        run_dir: d.to_string(),
+                        started_unix_ms: *ms,
+                    })
+                    .collect()
+            }),
         }
     }
 
-    /// A root whose manifest has Phase A rows for `a` and a Phase B row for `b` (run
-    /// directories created), plus a Phase A row whose directory is gone.
-    fn root_with(a: &[&str], b: &str) -> tempfile::TempDir {
-        let t = tempfile::tempdir().unwrap();
-        let mut rows: Vec<(&str, &str)> = a.iter().map(|d| ("1 Phase A", *d)).collect();
-        rows.push(("3 Phase B", b));
-        for (stage, d) in rows {
-            std::fs::create_dir(t.path().join(d)).unwrap();
-            let mut r = manifest::row(stage, "plain", 0, 0);
-            r.run_dir = Some(d.into());
-            manifest::append(t.path(), &r).unwrap();
-        }
-        let mut gone = manifest::row("1 Phase A", "plain", 9, 0);
-        gone.run_dir = Some("20990101-000000_plain_l9".into());
-        manifest::append(t.path(), &gone).unwrap();
-        t
+    /// Appends a manifest row of `stage` for `dir` started at `ms` (the directory created).
+    fn row(root: &Path, stage: &str, dir: &str, ms: u64) {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        let mut r = manifest::row(stage, "plain", 0, ms);
+        r.run_dir = Some(dir.into());
+        manifest::append(root, &r).unwrap();
     }
 
     #[test]
-    fn rates_must_have_seen_every_phase_a_launch_of_the_root() {
-        let t = root_with(&["a_plain_l0", "a_noop_l0", "a_plain_l1"], "b_plain_l0");
-        // Seen all three (order and extra names, e.g. a merged root's other shards, do not
-        // matter; Phase B rows and missing directories are not Phase A launches of the root).
-        let all = refs(&["a_plain_l1", "a_noop_l0", "a_plain_l0", "other_shard_l0"]);
-        assert_eq!(check_rates_current(t.path(), &all).unwrap(), None);
-        // Computed before a_plain_l1 joined the root.
-        let e = check_rates_current(t.path(), &refs(&["a_plain_l0", "a_noop_l0"]))
+    fn rates_must_have_seen_every_phase_a_launch_attempt_of_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        row(root, "1 Phase A", "a_plain_l0", 1_000);
+        row(root, "1 Phase A", "a_noop_l0", 2_000);
+        row(root, "3 Phase B", "b_plain_l0", 3_000);
+        // A row whose directory is gone is not a launch of the root.
+        let mut gone = manifest::row("1 Phase A", "plain", 9, 4_000);
+        gone.run_dir = Some("20990101-000000_plain_l9".into());
+        manifest::append(root, &gone).unwrap();
+
+        // Seen both (order and extra attempts, e.g. a merged root's other shards, do not
+        // matter; Phase B rows are not Phase A launches).
+        let both = [
+            ("a_noop_l0", 2_000),
+            ("a_plain_l0", 1_000),
+            ("shard2_l0", 5),
+        ];
+        assert_eq!(check_rates_current(root, &refs(Some(&both))).unwrap(), None);
+
+        // A new launch since, and a resumed attempt of a_noop_l0 in its directory.
+        row(root, "1 Phase A", "a_plain_l1", 6_000);
+        row(root, "1 Phase A", "a_noop_l0", 7_000);
+        let e = check_rates_current(root, &refs(Some(&both)))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("predates 1 of the root's Phase A launches (a_plain_l1)"),
+            e.contains("predates 2 of the root's Phase A launch attempts (a_noop_l0 started 1970-01-01 00:00:07 UTC, a_plain_l1 started 1970-01-01 00:00:06 UTC)"),
             "{e}"
         );
-        assert!(e.contains("ctax reference-rates"), "{e}");
+        assert!(
+            e.contains(&format!("ctax reference-rates {}", root.display())),
+            "{e}"
+        );
+        // Recorded with no Phase A launch at all is not "not recorded".
+        assert!(check_rates_current(root, &refs(Some(&[]))).is_err());
         // A file from before the list existed: a warning, not a refusal.
-        let w = check_rates_current(t.path(), &refs(&[])).unwrap().unwrap();
+        let w = check_rates_current(root, &refs(None)).unwrap().unwrap();
         assert!(w.contains("nothing checks it is current"), "{w}");
+    }
+
+    /// The rates a stage writes record the attempts; a file without them still parses.
+    #[test]
+    fn the_recorded_attempts_round_trip_and_old_files_parse() {
+        let r = refs(Some(&[("a", 1)]));
+        let back: ReferenceRates =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let empty = refs(Some(&[]));
+        let back: ReferenceRates =
+            serde_json::from_str(&serde_json::to_string(&empty).unwrap()).unwrap();
+        assert_eq!(
+            back.phase_a_launches,
+            Some(Vec::new()),
+            "empty is kept as recorded"
+        );
+        let old = r#"{"schema_version":1,"ref_safe":2.0,"ref_load":null,"configs_considered":[],"saturation_rate":{},"notes":[]}"#;
+        let old: ReferenceRates = serde_json::from_str(old).unwrap();
+        assert_eq!(old.phase_a_launches, None);
     }
 }

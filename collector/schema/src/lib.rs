@@ -780,11 +780,18 @@ pub struct ReferenceRates {
     pub saturation_rate: std::collections::BTreeMap<String, Option<f64>>,
     /// Human explanation of each choice.
     pub notes: Vec<String>,
-    /// The run directories of the root's Phase A launches (manifest rows of stage `1 Phase A`)
-    /// when the rates were computed: `ctax run` refuses Phase B on rates that miss one of the
-    /// root's Phase A launches. Empty (absent) in files written before it was recorded.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub phase_a_runs: Vec<String>,
+    /// The root's Phase A launch attempts (its manifest's `1 Phase A` rows) when the rates were
+    /// computed: `ctax run` refuses Phase B on rates that miss one (a new launch, or an attempt
+    /// that resumed one in its directory). `None` in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_a_launches: Option<Vec<LaunchAttempt>>,
+}
+
+/// One launch attempt as the manifest names it: its run directory and its row's start.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LaunchAttempt {
+    pub run_dir: String,
+    pub started_unix_ms: u64,
 }
 
 /// Current time on CLOCK_MONOTONIC, ns (the clock every record uses).
