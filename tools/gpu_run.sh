@@ -7,7 +7,9 @@
 #   or, when the checkout has grown (every call carries it, 64 MiB in all): `bash tools/gpu_run.sh
 #   parts` here (re-splits the bundle and the binaries to fit), then `bash tools/gpu_run.sh
 #   receive` there once per part (carrying .device-stage/s/part_NNN or .gpu/b/part_NNN), and
-#   start carrying only .device-stage/gpu-setup.sh
+#   start carrying only .device-stage/gpu-setup.sh. Send the first receive call alone: when no
+#   machine can be started every call is refused and still costs device time (15 s each, a
+#   failed start up to ~170 s; 2026-12-03), so batch the other parts only once it lands
 #   bash tools/gpu_run.sh start PROFILE OUT [ctax run args...]   (carry .gpu; installs vLLM,
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
