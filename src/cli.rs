@@ -63,13 +63,19 @@ pub enum Cmd {
     /// finished launches (~3% of the bytes): the root to carry to a GPU host. Unfinished
     /// launches travel whole. `ctax run` on DEST needs --skip-stage 2 (or --reference-rates)
     /// and --skip-stage 4 and runs one phase (--skip-stage 1 or 3); it refuses to resume a
-    /// launch whose records stayed behind, and nothing analyses DEST. The run directories that
-    /// come back replace ROOT's, whole (DESIGN.md §7.1).
+    /// launch whose records stayed behind, and nothing analyses DEST. What comes back joins
+    /// ROOT with `ctax rejoin` (DESIGN.md §7.1).
     Skeleton {
         root: PathBuf,
         /// The skeleton (must not exist or be empty).
         dest: PathBuf,
     },
+    /// Join into ROOT what a sweep on a skeleton of ROOT wrote (BACK: what `tools/gpu_run.sh`
+    /// brought back, or the skeleton itself): new run directories copied in, resumed ones
+    /// replacing ROOT's whole, untouched ones left alone, plans, pre-flight and sweep logs
+    /// copied, the manifest continued. Refused before anything is written when BACK's manifest
+    /// does not continue ROOT's or a resumed directory lacks a file of ROOT's copy.
+    Rejoin { back: PathBuf, root: PathBuf },
     /// Compress a results root's raw JSONL with zstd (ingest reads .jsonl.zst).
     Archive {
         root: PathBuf,

@@ -61,6 +61,40 @@ fn run() -> anyhow::Result<ExitCode> {
                 out.display()
             );
         }
+        Cmd::Rejoin { back, root } => {
+            let r = connector_tax::orchestrate::rejoin::rejoin(&back, &root)?;
+            println!(
+                "rejoined {} into {}: {} new run directories ({}), {} replaced whole ({}), {} \
+                 unchanged; {} manifest rows added; {} plan, pre-flight and log files copied",
+                back.display(),
+                root.display(),
+                r.new_runs.len(),
+                r.new_runs.join(", "),
+                r.replaced_runs.len(),
+                r.replaced_runs.join(", "),
+                r.unchanged_runs,
+                r.rows_added,
+                r.other_files
+            );
+            if !r.ignored.is_empty() {
+                println!(
+                    "left as they are (not part of a results root): {}",
+                    r.ignored.join(", ")
+                );
+            }
+            if r.phase_a_rows_added > 0 {
+                println!(
+                    "{} Phase A rows added: run `ctax reference-rates {}` before the next Phase B",
+                    r.phase_a_rows_added,
+                    root.display()
+                );
+            }
+            println!(
+                "next: `ctax archive {} --finish-killed` (launches killed there), then \
+                 `--slim-steps` and `--recompress`",
+                root.display()
+            );
+        }
         Cmd::Skeleton { root, dest } => {
             let made = connector_tax::orchestrate::skeleton::make(&root, &dest)?;
             let mk = &made.marker;

@@ -1111,15 +1111,23 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
             p.display()
         );
     }
-    // Bring back: the new run directories and the manifest.
+    // Bring back: `ctax rejoin` copies the new run directories in, leaves the skeletal ones
+    // (their raw files stay in the root) and continues the manifest.
+    let o = ctax_plain(&["rejoin", sk.to_str().unwrap(), out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("2 new run directories") && said.contains("2 unchanged"),
+        "{said}"
+    );
+    assert!(said.contains("2 Phase A rows added"), "{said}");
     for d in &new {
-        let dst = out.join(d.file_name().unwrap());
-        std::fs::create_dir_all(&dst).unwrap();
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
-        }
+        assert!(
+            out.join(d.file_name().unwrap())
+                .join("summary.json")
+                .is_file()
+        );
     }
-    std::fs::copy(sk.join("manifest.jsonl"), out.join("manifest.jsonl")).unwrap();
     let (_, ids) = phase_a_rows(&out);
     for (config, launch) in [
         ("plain", 0),

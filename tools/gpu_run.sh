@@ -44,9 +44,9 @@
 # OUT ... --skip-stage 2 --skip-stage 4` and one of --skip-stage 1 / --skip-stage 3 (a skeleton
 # cannot compute reference rates or analyse: Phase B uses the archive's reference_rates.json).
 # Complete launches are skipped, `--launches N` / `--configs` choose what is added. Back here,
-# each run directory that came back replaces the archive's whole (a resumed one comes back
-# whole), and manifest.jsonl, MANIFEST.md, .ctax/plan_*, preflight/ and the sweep log are copied
-# into results/ROOT (DESIGN.md §8).
+# untar the bring-back and `target/release/ctax rejoin BACK/NAME results/ROOT`: each run directory
+# that came back joins whole (a resumed one comes back whole and replaces the archive's), with
+# manifest.jsonl, .ctax/plan_*, preflight/ and the sweep log (DESIGN.md §7.1, §8).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}; shift || true

@@ -31,6 +31,7 @@ pub mod merge;
 mod plan;
 mod preflight;
 mod profile;
+pub mod rejoin;
 mod resume;
 mod runner;
 mod server;

@@ -33,7 +33,7 @@ pub const MARKER: &str = crate::ingest::SKELETON_MARKER;
 
 /// `.ctax/skeleton.json`: where the skeleton came from and which run directories lack their raw
 /// files.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Marker {
     /// The root it was made from, as given.
     pub source: String,
@@ -48,7 +48,7 @@ pub struct Marker {
 }
 
 /// What [`make`] wrote.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Made {
     pub marker: Marker,
     pub files_copied: u64,
@@ -194,7 +194,12 @@ fn is_raw(name: &str) -> bool {
 
 /// Copies `src` into `dst`; with `skeletal`, its raw files and `superseded/` are left out (and
 /// counted).
-fn copy_tree(src: &Path, dst: &Path, skeletal: bool, made: &mut Made) -> anyhow::Result<()> {
+pub(super) fn copy_tree(
+    src: &Path,
+    dst: &Path,
+    skeletal: bool,
+    made: &mut Made,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(dst).with_context(|| format!("creating {}", dst.display()))?;
     for e in archive::sorted_entries(src)? {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -226,7 +231,7 @@ fn kind(e: &std::fs::DirEntry) -> anyhow::Result<std::fs::FileType> {
 }
 
 /// Copies one file and gives the copy the source's modification time.
-fn copy_file(src: &Path, dst: &Path, made: &mut Made) -> anyhow::Result<()> {
+pub(super) fn copy_file(src: &Path, dst: &Path, made: &mut Made) -> anyhow::Result<()> {
     let n = std::fs::copy(src, dst)
         .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
     let mtime = std::fs::metadata(src)?.modified()?;
@@ -253,14 +258,14 @@ fn size_of(p: &Path) -> anyhow::Result<(u64, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ctax_schema::{Phase, RunConfig, RunSummary};
     use std::path::PathBuf;
 
     /// A root with: a finished launch (ok row, every cell complete), a launch with a capped
     /// cell (incomplete row), a launch without a row (killed), an `analysis/` output dir.
-    fn root(dir: &Path) -> PathBuf {
+    pub(crate) fn root(dir: &Path) -> PathBuf {
         let root = dir.join("root");
         let run = |name: &str, launch: u32, complete: bool| {
             let d = root.join(name);

@@ -1,0 +1,427 @@
+//! `ctax rejoin BACK ROOT`: what a sweep on a skeleton of ROOT wrote (`ctax skeleton`, run on
+//! another host and brought back by `tools/gpu_run.sh`, or the skeleton itself) joins ROOT.
+//!
+//! Everything is checked before anything is written, and ROOT loses nothing:
+//! - ROOT is not a skeleton; BACK's `manifest.jsonl` continues ROOT's (ROOT's bytes are a
+//!   prefix of BACK's: a manifest with other rows means another sweep wrote to one of them;
+//!   BACK without a manifest, a sweep killed in its first launch, adds no row);
+//!   BACK's `profile.toml`, if there, is ROOT's.
+//! - A run directory BACK has and ROOT lacks is new: copied in.
+//! - One both have is left alone when every file of BACK's copy is in ROOT's with the same size
+//!   and time (a skeletal or untouched copy); otherwise it was resumed on the other host and
+//!   replaces ROOT's **whole** (two attempts' files never mix) — only if every file of ROOT's
+//!   copy is in BACK's, as it is, compressed or moved to `superseded/` (what a resume does);
+//!   anything missing is refused, naming the files.
+//! - `.ctax/` (plans; never the skeleton's marker) and `preflight/` files are copied over ROOT's;
+//!   sweep logs (`ctax_run*.log`) are copied when ROOT has none of that name (one that differs
+//!   is refused). The manifest is written last (atomically) and `MANIFEST.md` regenerated, so
+//!   an interrupted rejoin is finished by running it again.
+//!
+//! Files keep their modification times. Replacement goes through hidden names in ROOT
+//! (`.rejoin-<dir>.new`, `.rejoin-<dir>.old`), which ingest skips.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{archive, manifest, resume, skeleton};
+
+/// What [`rejoin`] did.
+#[derive(Debug, Default, PartialEq)]
+pub struct Rejoined {
+    pub new_runs: Vec<String>,
+    pub replaced_runs: Vec<String>,
+    pub unchanged_runs: usize,
+    pub rows_added: usize,
+    /// Of the rows added, Phase A ones (reference rates to recompute before Phase B).
+    pub phase_a_rows_added: usize,
+    pub other_files: usize,
+    /// Entries of BACK left as they are (not part of a results root).
+    pub ignored: Vec<String>,
+}
+
+/// Joins `back` into `root` (module doc).
+pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
+    anyhow::ensure!(root.is_dir(), "{}: not a directory", root.display());
+    anyhow::ensure!(back.is_dir(), "{}: not a directory", back.display());
+    skeleton::refuse(
+        root,
+        "a rejoin target (rejoin into the root it was made from)",
+    )?;
+    anyhow::ensure!(
+        back.canonicalize()? != root.canonicalize()?,
+        "{} and {} are the same directory",
+        back.display(),
+        root.display()
+    );
+
+    // The manifest: BACK continues ROOT. A bring-back without one (the sweep wrote no row: its
+    // first launch was killed) adds no row.
+    let old = read_or_empty(&root.join("manifest.jsonl"))?;
+    let new = if back.join("manifest.jsonl").exists() {
+        read_or_empty(&back.join("manifest.jsonl"))?
+    } else {
+        old.clone()
+    };
+    anyhow::ensure!(
+        new.starts_with(&old),
+        "{}/manifest.jsonl does not continue {}/manifest.jsonl (its first {} bytes differ): \
+         another sweep wrote to one of them since the skeleton was made; nothing joined",
+        back.display(),
+        root.display(),
+        old.len()
+    );
+    let added = if new.len() > old.len() {
+        manifest::read(back)?.split_off(manifest::read(root)?.len())
+    } else {
+        Vec::new()
+    };
+    if let Ok(p) = std::fs::read(back.join("profile.toml")) {
+        anyhow::ensure!(
+            std::fs::read(root.join("profile.toml")).ok().as_deref() == Some(&p[..]),
+            "{}/profile.toml differs from {}'s: not a sweep on a skeleton of this root",
+            back.display(),
+            root.display()
+        );
+    }
+
+    // Run directories: new, unchanged or resumed there (checked now, written below).
+    let mut out = Rejoined::default();
+    let mut copy: Vec<(PathBuf, String, bool)> = Vec::new();
+    for (dir, _) in resume::runs(back) {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let mine = root.join(&name);
+        if !mine.exists() {
+            copy.push((dir, name, false));
+        } else if unchanged(&dir, &mine)? {
+            out.unchanged_runs += 1;
+        } else {
+            let lost = lost_files(&mine, &dir)?;
+            anyhow::ensure!(
+                lost.is_empty(),
+                "{name}: {}'s copy lacks {} file(s) of {}'s ({}): it is not the whole directory \
+                 a resume there leaves (a skeletal copy?); nothing joined",
+                back.display(),
+                lost.len(),
+                root.display(),
+                lost.join(", ")
+            );
+            copy.push((dir, name, true));
+        }
+    }
+    // Sweep logs: new names only, or identical.
+    let mut logs = Vec::new();
+    let runs: BTreeSet<String> = resume::runs(back)
+        .iter()
+        .map(|(d, _)| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for e in archive::sorted_entries(back)? {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ft = e.file_type()?;
+        anyhow::ensure!(
+            !ft.is_symlink(),
+            "{} is a symlink: rejoin copies files",
+            e.path().display()
+        );
+        let known = runs.contains(&name)
+            || [
+                ".ctax",
+                "preflight",
+                "manifest.jsonl",
+                "MANIFEST.md",
+                "profile.toml",
+                "reference_rates.json",
+            ]
+            .contains(&name.as_str());
+        if known {
+            continue;
+        }
+        if ft.is_file() && name.starts_with("ctax_run") && name.ends_with(".log") {
+            let mine = root.join(&name);
+            anyhow::ensure!(
+                !mine.exists() || std::fs::read(&mine)? == std::fs::read(e.path())?,
+                "{}: {} holds a different file of that name; nothing joined",
+                e.path().display(),
+                root.display()
+            );
+            logs.push(e.path());
+        } else {
+            out.ignored.push(name);
+        }
+    }
+
+    // Writes: run directories, plans, pre-flight, logs, then the manifest.
+    for (src, name, replace) in copy {
+        let tmp = root.join(format!(".rejoin-{name}.new"));
+        let old = root.join(format!(".rejoin-{name}.old"));
+        for stale in [&tmp, &old] {
+            if stale.exists() {
+                std::fs::remove_dir_all(stale)
+                    .with_context(|| format!("removing {}", stale.display()))?;
+            }
+        }
+        let mut made = skeleton::Made::default();
+        skeleton::copy_tree(&src, &tmp, false, &mut made)?;
+        let dst = root.join(&name);
+        if replace {
+            std::fs::rename(&dst, &old)?;
+            std::fs::rename(&tmp, &dst)?;
+            std::fs::remove_dir_all(&old)?;
+            out.replaced_runs.push(name);
+        } else {
+            std::fs::rename(&tmp, &dst)?;
+            out.new_runs.push(name);
+        }
+    }
+    for sub in [".ctax", "preflight"] {
+        let dir = back.join(sub);
+        if !dir.is_dir() {
+            continue;
+        }
+        for e in archive::sorted_entries(&dir)? {
+            let name = e.file_name();
+            if e.file_type()?.is_file() && Path::new(sub).join(&name) != Path::new(skeleton::MARKER)
+            {
+                std::fs::create_dir_all(root.join(sub))?;
+                copy_file(&e.path(), &root.join(sub).join(&name))?;
+                out.other_files += 1;
+            }
+        }
+    }
+    for l in logs {
+        copy_file(&l, &root.join(l.file_name().unwrap()))?;
+        out.other_files += 1;
+    }
+    if new.len() > old.len() {
+        crate::fsutil::write_atomic(&root.join("manifest.jsonl"), &new)?;
+        manifest::render(root)?;
+    }
+    out.rows_added = added.len();
+    out.phase_a_rows_added = added.iter().filter(|r| r.stage == "1 Phase A").count();
+    Ok(out)
+}
+
+fn read_or_empty(p: &Path) -> anyhow::Result<Vec<u8>> {
+    match std::fs::read(p) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+    }
+}
+
+fn copy_file(src: &Path, dst: &Path) -> anyhow::Result<()> {
+    skeleton::copy_file(src, dst, &mut skeleton::Made::default())
+}
+
+/// The files under `dir`, as paths relative to it, with (size, modification time).
+fn files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, u64, std::time::SystemTime)>> {
+    let mut out = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        for e in archive::sorted_entries(&dir.join(&rel))? {
+            let (md, r) = (e.metadata()?, rel.join(e.file_name()));
+            anyhow::ensure!(
+                !e.file_type()?.is_symlink(),
+                "{} is a symlink: rejoin copies files",
+                e.path().display()
+            );
+            if md.is_dir() {
+                todo.push(r);
+            } else {
+                out.push((r, md.len(), md.modified()?));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every file of `back` is in `mine` with the same size and modification time.
+fn unchanged(back: &Path, mine: &Path) -> anyhow::Result<bool> {
+    for (rel, len, t) in files(back)? {
+        match std::fs::metadata(mine.join(&rel)) {
+            Ok(m) if m.len() == len && m.modified()? == t => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+/// The files of `mine` that `back` holds nowhere: not at the same place, not compressed there
+/// (`X.zst` for `X`) or decompressed (`X` for `X.zst`), and not under its `superseded/`.
+fn lost_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
+    let superseded: BTreeSet<String> = if back.join("superseded").is_dir() {
+        files(&back.join("superseded"))?
+            .into_iter()
+            .filter_map(|(r, ..)| r.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    let forms = |name: &str| -> Vec<String> {
+        match name.strip_suffix(".zst") {
+            Some(plain) => vec![name.to_owned(), plain.to_owned()],
+            None => vec![name.to_owned(), format!("{name}.zst")],
+        }
+    };
+    let mut lost = Vec::new();
+    for (rel, ..) in files(mine)? {
+        let name = rel.file_name().unwrap().to_string_lossy().into_owned();
+        let held = forms(&name)
+            .iter()
+            .any(|f| back.join(rel.with_file_name(f)).is_file() || superseded.contains(f.as_str()));
+        if !held {
+            lost.push(rel.display().to_string());
+        }
+    }
+    Ok(lost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `skeleton::tests::root` and its skeleton (the temp dir kept alive by the caller).
+    fn root_and_skeleton() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let root = skeleton::tests::root(t.path());
+        let sk = t.path().join("sk");
+        skeleton::make(&root, &sk).unwrap();
+        (t, root, sk)
+    }
+
+    /// A skeleton of a root, a sweep there that resumed the unfinished launch l1 (a new file,
+    /// a rerun cell's file moved to `superseded/`, config.json rewritten) and added launch l3,
+    /// rows appended: rejoin brings l3 in, replaces l1 whole, leaves the skeletal l0 and l2
+    /// alone (their raw files stay in the root), copies the plan and the log, and continues
+    /// the manifest; a second rejoin changes nothing.
+    #[test]
+    fn a_skeleton_s_sweep_rejoins_its_root_and_nothing_of_the_root_is_lost() {
+        let (t, root, sk) = root_and_skeleton();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The sweep there.
+        let l1 = sk.join("20261201-000100_plain_l1");
+        std::fs::rename(
+            l1.join("metrics_A_r2_i4096_o256.jsonl"),
+            l1.join("superseded/1/metrics_A_r2_i4096_o256.jsonl"),
+        )
+        .unwrap();
+        std::fs::write(l1.join("metrics_A_r2_i4096_o256.jsonl.zst"), b"rerun").unwrap();
+        let cfg = std::fs::read(l1.join("config.json")).unwrap();
+        std::fs::write(l1.join("config.json"), &cfg).unwrap();
+        let l3 = sk.join("20261202-000000_plain_l3");
+        std::fs::create_dir_all(&l3).unwrap();
+        std::fs::write(l3.join("config.json"), &cfg).unwrap();
+        std::fs::write(l3.join("requests_A_r2_i4096_o256.jsonl.zst"), b"new").unwrap();
+        std::fs::write(sk.join(".ctax/plan_20261202-000000_plain_l3.json"), b"{}").unwrap();
+        std::fs::write(sk.join("ctax_run_20261202-000000.log"), b"log").unwrap();
+        let mut r = manifest::row("1 Phase A", "plain", 3, 0);
+        r.run_dir = Some("20261202-000000_plain_l3".into());
+        manifest::append(&sk, &r).unwrap();
+        manifest::append(&sk, &manifest::row("3 Phase B", "plain", 0, 0)).unwrap();
+
+        let done = rejoin(&sk, &root).unwrap();
+        assert_eq!(done.new_runs, ["20261202-000000_plain_l3"]);
+        assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
+        assert_eq!(done.unchanged_runs, 2);
+        assert_eq!((done.rows_added, done.phase_a_rows_added), (2, 1));
+        assert_eq!(
+            std::fs::read(root.join("manifest.jsonl")).unwrap(),
+            std::fs::read(sk.join("manifest.jsonl")).unwrap()
+        );
+        assert!(root.join("MANIFEST.md").is_file());
+        let l0 = root.join("20261201-000000_plain_l0");
+        assert!(
+            l0.join("requests_A_r2_i4096_o256.jsonl.zst").is_file(),
+            "the skeletal launch keeps its raw files"
+        );
+        let r1 = root.join("20261201-000100_plain_l1");
+        assert_eq!(
+            std::fs::read(r1.join("metrics_A_r2_i4096_o256.jsonl.zst")).unwrap(),
+            b"rerun"
+        );
+        assert!(!r1.join("metrics_A_r2_i4096_o256.jsonl").exists());
+        assert!(
+            r1.join("superseded/1/metrics_A_r2_i4096_o256.jsonl")
+                .is_file()
+        );
+        assert!(
+            root.join("20261202-000000_plain_l3/requests_A_r2_i4096_o256.jsonl.zst")
+                .is_file()
+        );
+        assert!(
+            root.join(".ctax/plan_20261202-000000_plain_l3.json")
+                .is_file()
+        );
+        assert!(root.join("ctax_run_20261202-000000.log").is_file());
+        assert!(
+            !root.join(skeleton::MARKER).exists(),
+            "the marker never joins"
+        );
+        let hidden: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(".rejoin"))
+            .collect();
+        assert!(hidden.is_empty());
+
+        let again = rejoin(&sk, &root).unwrap();
+        assert!(again.new_runs.is_empty() && again.replaced_runs.is_empty());
+        assert_eq!((again.unchanged_runs, again.rows_added), (4, 0));
+
+        // What `gpu_run.sh` brings back when the sweep's first launch was killed: that run
+        // directory alone, no manifest (no row was written). It joins; no row is added.
+        let back = t.path().join("back");
+        let l4 = back.join("20261203-000000_plain_l4");
+        std::fs::create_dir_all(&l4).unwrap();
+        std::fs::write(l4.join("config.json"), &cfg).unwrap();
+        let killed = rejoin(&back, &root).unwrap();
+        assert_eq!(killed.new_runs, ["20261203-000000_plain_l4"]);
+        assert_eq!(killed.rows_added, 0);
+        assert_eq!(
+            std::fs::read(root.join("manifest.jsonl")).unwrap(),
+            std::fs::read(sk.join("manifest.jsonl")).unwrap()
+        );
+    }
+
+    /// Refused, with nothing written: a manifest that does not continue the root's, and a
+    /// resumed directory that lacks a file of the root's copy.
+    #[test]
+    fn a_rejoin_that_could_lose_data_is_refused_before_writing() {
+        let (_t, root, sk) = root_and_skeleton();
+        let rows = std::fs::read(root.join("manifest.jsonl")).unwrap();
+        // A row another sweep wrote to the root since.
+        let mut r = manifest::row("1 Phase A", "plain", 7, 0);
+        r.run_dir = Some("elsewhere".into());
+        let mut more = rows.clone();
+        more.extend(serde_json::to_vec(&r).unwrap());
+        more.push(b'\n');
+        std::fs::write(root.join("manifest.jsonl"), &more).unwrap();
+        let before = files(&root).unwrap();
+        let e = rejoin(&sk, &root).unwrap_err().to_string();
+        assert!(e.contains("does not continue"), "{e}");
+        assert_eq!(files(&root).unwrap(), before, "nothing written");
+        std::fs::write(root.join("manifest.jsonl"), &rows).unwrap();
+        let before = files(&root).unwrap();
+
+        // l1 (copied whole) resumed there (config.json rewritten) and lost a raw file, not
+        // moved to superseded/. (Without the rewrite every file left is the root's: unchanged.)
+        let l1 = sk.join("20261201-000100_plain_l1");
+        std::fs::remove_file(l1.join("vllm_stdout.log")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let cfg = std::fs::read(l1.join("config.json")).unwrap();
+        std::fs::write(l1.join("config.json"), cfg).unwrap();
+        let e = rejoin(&sk, &root).unwrap_err().to_string();
+        assert!(
+            e.contains("lacks 1 file(s)") && e.contains("vllm_stdout.log"),
+            "{e}"
+        );
+        let after = files(&root).unwrap();
+        let names = |v: &[(PathBuf, u64, std::time::SystemTime)]| {
+            v.iter()
+                .map(|(p, l, _)| (p.clone(), *l))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&after), names(&before), "nothing written");
+    }
+}
