@@ -7,11 +7,12 @@
 //!   BACK without a manifest, a sweep killed in its first launch, adds no row);
 //!   BACK's `profile.toml`, if there, is ROOT's.
 //! - A run directory BACK has and ROOT lacks is new: copied in.
-//! - One both have is left alone when every file of BACK's copy is in ROOT's with the same size
-//!   and time (a skeletal or untouched copy); otherwise it was resumed on the other host and
-//!   replaces ROOT's **whole** (two attempts' files never mix) — only if every file of ROOT's
-//!   copy is in BACK's, as it is, compressed or moved to `superseded/` (what a resume does);
-//!   anything missing is refused, naming the files.
+//! - One both have was resumed on the other host when BACK's `config.json` is newer than ROOT's
+//!   (every launch attempt, and nothing else, writes it as it starts): it replaces ROOT's
+//!   **whole** (two attempts' files never mix) — only if every file of ROOT's copy is in
+//!   BACK's, as it is, compressed or moved to `superseded/` (what a resume does); anything
+//!   missing is refused, naming the files. Otherwise it is left alone: a skeletal or untouched
+//!   copy, or one already joined (and perhaps recompressed or slimmed here since).
 //! - `.ctax/` (plans; never the skeleton's marker) and `preflight/` files are copied over ROOT's;
 //!   sweep logs (`ctax_run*.log`) are copied when ROOT has none of that name (one that differs
 //!   is refused). The manifest is written last (atomically) and `MANIFEST.md` regenerated, so
@@ -94,7 +95,7 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
         let mine = root.join(&name);
         if !mine.exists() {
             copy.push((dir, name, false));
-        } else if unchanged(&dir, &mine)? {
+        } else if config_time(&dir) <= config_time(&mine) {
             out.unchanged_runs += 1;
         } else {
             let lost = lost_files(&mine, &dir)?;
@@ -236,15 +237,12 @@ fn files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, u64, std::time::SystemTime)
     Ok(out)
 }
 
-/// Every file of `back` is in `mine` with the same size and modification time.
-fn unchanged(back: &Path, mine: &Path) -> anyhow::Result<bool> {
-    for (rel, len, t) in files(back)? {
-        match std::fs::metadata(mine.join(&rel)) {
-            Ok(m) if m.len() == len && m.modified()? == t => {}
-            _ => return Ok(false),
-        }
-    }
-    Ok(true)
+/// When the run directory's last launch attempt started: its `config.json`'s modification time
+/// (the epoch when unreadable).
+fn config_time(dir: &Path) -> std::time::SystemTime {
+    std::fs::metadata(dir.join("config.json"))
+        .and_then(|m| m.modified())
+        .unwrap_or(std::time::UNIX_EPOCH)
 }
 
 /// The files of `mine` that `back` holds nowhere: not at the same place, not compressed there
@@ -365,9 +363,15 @@ mod tests {
             .collect();
         assert!(hidden.is_empty());
 
+        // Recompressed here since: a second rejoin leaves the joined copies alone.
+        std::fs::write(r1.join("metrics_A_r2_i4096_o256.jsonl.zst"), b"smaller").unwrap();
         let again = rejoin(&sk, &root).unwrap();
         assert!(again.new_runs.is_empty() && again.replaced_runs.is_empty());
         assert_eq!((again.unchanged_runs, again.rows_added), (4, 0));
+        assert_eq!(
+            std::fs::read(r1.join("metrics_A_r2_i4096_o256.jsonl.zst")).unwrap(),
+            b"smaller"
+        );
 
         // What `gpu_run.sh` brings back when the sweep's first launch was killed: that run
         // directory alone, no manifest (no row was written). It joins; no row is added.
@@ -405,7 +409,7 @@ mod tests {
         let before = files(&root).unwrap();
 
         // l1 (copied whole) resumed there (config.json rewritten) and lost a raw file, not
-        // moved to superseded/. (Without the rewrite every file left is the root's: unchanged.)
+        // moved to superseded/. (Without the rewrite it is not a resume: left alone.)
         let l1 = sk.join("20261201-000100_plain_l1");
         std::fs::remove_file(l1.join("vllm_stdout.log")).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
