@@ -8,10 +8,13 @@
 //!   BACK's `profile.toml`, if there, is ROOT's.
 //! - A run directory BACK has and ROOT lacks is new: copied in.
 //! - One both have was resumed on the other host when BACK's `config.json` is newer than ROOT's
-//!   (every launch attempt, and nothing else, writes it as it starts): it replaces ROOT's
+//!   (every launch attempt, and nothing else, writes it as it starts) or a manifest row BACK
+//!   adds names it (the same second: tar keeps whole seconds): it replaces ROOT's
 //!   **whole** (two attempts' files never mix) — only if every file of ROOT's copy is in
-//!   BACK's, as it is, compressed or moved to `superseded/` (what a resume does); anything
-//!   missing is refused, naming the files. Otherwise it is left alone: a skeletal or untouched
+//!   BACK's, as it is, compressed or moved to `superseded/` (what a resume does; the slim
+//!   marker and, where BACK slimmed, per-cell step files are not data); anything missing is
+//!   refused, naming the files. Every run directory of BACK is walked first (a symlink is
+//!   refused before anything is written). Otherwise it is left alone: a skeletal or untouched
 //!   copy, or one already joined (and perhaps recompressed or slimmed here since).
 //! - `.ctax/` (plans; never the skeleton's marker) and `preflight/` files are copied over ROOT's;
 //!   sweep logs (`ctax_run*.log`) are copied when ROOT has none of that name (one that differs
@@ -19,7 +22,11 @@
 //!   an interrupted rejoin is finished by running it again.
 //!
 //! Files keep their modification times. Replacement goes through hidden names in ROOT
-//! (`.rejoin-<dir>.new`, `.rejoin-<dir>.old`), which ingest skips.
+//! (`.rejoin-<dir>.new`, `.rejoin-<dir>.old`; ingest and `ctax run` skip hidden directories),
+//! the new copy flushed to disk before the old one goes; the next rejoin puts back a directory
+//! an interrupted one had moved aside. Plans, pre-flight and logs are written atomically; a log
+//! of the same name with other content is kept beside (`.1.log`); BACK's manifest joins up to
+//! its last complete line.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -51,17 +58,21 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
         "a rejoin target (rejoin into the root it was made from)",
     )?;
     anyhow::ensure!(
-        back.canonicalize()? != root.canonicalize()?,
-        "{} and {} are the same directory",
+        !back.canonicalize()?.starts_with(root.canonicalize()?),
+        "{} is {} or inside it: rejoin from a directory outside the root",
         back.display(),
         root.display()
     );
+    recover(root)?;
 
     // The manifest: BACK continues ROOT. A bring-back without one (the sweep wrote no row: its
     // first launch was killed) adds no row.
     let old = read_or_empty(&root.join("manifest.jsonl"))?;
     let new = if back.join("manifest.jsonl").exists() {
-        read_or_empty(&back.join("manifest.jsonl"))?
+        // Up to its last complete line (a snapshot taken mid-append).
+        let mut b = read_or_empty(&back.join("manifest.jsonl"))?;
+        b.truncate(b.iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1));
+        b
     } else {
         old.clone()
     };
@@ -73,11 +84,20 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
         root.display(),
         old.len()
     );
-    let added = if new.len() > old.len() {
-        manifest::read(back)?.split_off(manifest::read(root)?.len())
-    } else {
-        Vec::new()
-    };
+    let mut added: Vec<ctax_schema::ManifestRow> = Vec::new();
+    for (i, line) in new[old.len()..].split(|&c| c == b'\n').enumerate() {
+        if !line.is_empty() {
+            added.push(serde_json::from_slice(line).with_context(|| {
+                format!(
+                    "{}/manifest.jsonl: row {} after {}'s rows",
+                    back.display(),
+                    i + 1,
+                    root.display()
+                )
+            })?);
+        }
+    }
+    let named: BTreeSet<&str> = added.iter().filter_map(|r| r.run_dir.as_deref()).collect();
     if let Ok(p) = std::fs::read(back.join("profile.toml")) {
         anyhow::ensure!(
             std::fs::read(root.join("profile.toml")).ok().as_deref() == Some(&p[..]),
@@ -93,9 +113,11 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
     for (dir, _) in resume::runs(back) {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let mine = root.join(&name);
+        // Symlinks and unreadable entries are found now, before anything is written.
+        files(&dir)?;
         if !mine.exists() {
             copy.push((dir, name, false));
-        } else if config_time(&dir) <= config_time(&mine) {
+        } else if config_time(&dir) <= config_time(&mine) && !named.contains(name.as_str()) {
             out.unchanged_runs += 1;
         } else {
             let lost = lost_files(&mine, &dir)?;
@@ -139,14 +161,14 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
             continue;
         }
         if ft.is_file() && name.starts_with("ctax_run") && name.ends_with(".log") {
-            let mine = root.join(&name);
-            anyhow::ensure!(
-                !mine.exists() || std::fs::read(&mine)? == std::fs::read(e.path())?,
-                "{}: {} holds a different file of that name; nothing joined",
-                e.path().display(),
-                root.display()
-            );
-            logs.push(e.path());
+            // A sweep restarted on the same OUT keeps its log's name: both are kept.
+            let mut dst = root.join(&name);
+            let mut k = 1;
+            while dst.exists() && std::fs::read(&dst)? != std::fs::read(e.path())? {
+                dst = root.join(format!("{}.{k}.log", name.trim_end_matches(".log")));
+                k += 1;
+            }
+            logs.push((e.path(), dst));
         } else {
             out.ignored.push(name);
         }
@@ -163,11 +185,16 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
             }
         }
         let mut made = skeleton::Made::default();
-        skeleton::copy_tree(&src, &tmp, false, &mut made)?;
+        if let Err(e) = skeleton::copy_tree(&src, &tmp, false, &mut made) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        sync_tree(&tmp)?;
         let dst = root.join(&name);
         if replace {
             std::fs::rename(&dst, &old)?;
             std::fs::rename(&tmp, &dst)?;
+            std::fs::File::open(root)?.sync_all()?;
             std::fs::remove_dir_all(&old)?;
             out.replaced_runs.push(name);
         } else {
@@ -190,14 +217,14 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
             }
         }
     }
-    for l in logs {
-        copy_file(&l, &root.join(l.file_name().unwrap()))?;
+    for (src, dst) in logs {
+        copy_file(&src, &dst)?;
         out.other_files += 1;
     }
     if new.len() > old.len() {
         crate::fsutil::write_atomic(&root.join("manifest.jsonl"), &new)?;
-        manifest::render(root)?;
     }
+    manifest::render(root)?;
     out.rows_added = added.len();
     out.phase_a_rows_added = added.iter().filter(|r| r.stage == "1 Phase A").count();
     Ok(out)
@@ -211,8 +238,49 @@ fn read_or_empty(p: &Path) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// Copies one file atomically (temp + rename), keeping its modification time.
 fn copy_file(src: &Path, dst: &Path) -> anyhow::Result<()> {
-    skeleton::copy_file(src, dst, &mut skeleton::Made::default())
+    let bytes = std::fs::read(src).with_context(|| format!("reading {}", src.display()))?;
+    crate::fsutil::write_atomic(dst, &bytes)?;
+    let mtime = std::fs::metadata(src)?.modified()?;
+    std::fs::File::open(dst)?.set_modified(mtime)?;
+    Ok(())
+}
+
+/// Flushes every file and directory under `dir` to disk (before the copy it replaces goes).
+fn sync_tree(dir: &Path) -> anyhow::Result<()> {
+    for e in archive::sorted_entries(dir)? {
+        if e.file_type()?.is_dir() {
+            sync_tree(&e.path())?;
+        } else {
+            std::fs::File::open(e.path())?.sync_all()?;
+        }
+    }
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Finishes what an interrupted rejoin left in `root`: a run directory moved aside
+/// (`.rejoin-X.old`) goes back where it was if nothing took its place, else it is the replaced
+/// copy and goes; a half-made copy (`.rejoin-X.new`) goes.
+fn recover(root: &Path) -> anyhow::Result<()> {
+    for e in archive::sorted_entries(root)? {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_prefix(".rejoin-") else {
+            continue;
+        };
+        if let Some(x) = rest.strip_suffix(".old") {
+            if root.join(x).exists() {
+                std::fs::remove_dir_all(e.path())?;
+            } else {
+                std::fs::rename(e.path(), root.join(x))?;
+                eprintln!("[ctax] {x}: put back (an interrupted rejoin had moved it aside)");
+            }
+        } else if rest.ends_with(".new") {
+            std::fs::remove_dir_all(e.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// The files under `dir`, as paths relative to it, with (size, modification time).
@@ -262,9 +330,23 @@ fn lost_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
             None => vec![name.to_owned(), format!("{name}.zst")],
         }
     };
+    // A resume writes the slimmed per-cell step files back and removes the marker; a slim
+    // there removes per-cell step files its raw step logs hold (and writes the marker).
+    let slimmed_there = back
+        .join(super::super::ingest::step_slices::SLIM_MARKER)
+        .is_file();
     let mut lost = Vec::new();
     for (rel, ..) in files(mine)? {
         let name = rel.file_name().unwrap().to_string_lossy().into_owned();
+        let top = rel.parent() == Some(Path::new(""));
+        if top
+            && (name == super::super::ingest::step_slices::SLIM_MARKER
+                || (slimmed_there
+                    && name.starts_with("engine_step_")
+                    && !name.starts_with("engine_step_raw")))
+        {
+            continue;
+        }
         let held = forms(&name)
             .iter()
             .any(|f| back.join(rel.with_file_name(f)).is_file() || superseded.contains(f.as_str()));
@@ -427,5 +509,52 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&after), names(&before), "nothing written");
+    }
+
+    /// From a review: an interrupted replace is put back; a directory a new manifest row names
+    /// is replaced even when its config.json has the root's time (tar keeps whole seconds, a
+    /// snapshot joined before the final fetch); a resume that wrote the slimmed step files back
+    /// and dropped the marker is not a loss; a manifest cut mid-append joins up to its last line.
+    #[test]
+    fn review_cases_interrupted_same_second_slim_marker_cut_manifest() {
+        let (_t, root, sk) = root_and_skeleton();
+        // An interrupted replace of l0 (moved aside, nothing in its place).
+        let l0 = "20261201-000000_plain_l0";
+        std::fs::rename(root.join(l0), root.join(format!(".rejoin-{l0}.old"))).unwrap();
+        std::fs::create_dir_all(root.join(".rejoin-x.new")).unwrap();
+        // l1 resumed there within the same second: config.json's time kept, a new file, the
+        // marker gone, its row appended (and a second row cut mid-append).
+        let l1 = "20261201-000100_plain_l1";
+        std::fs::remove_file(sk.join(l1).join("steps_slimmed.json")).unwrap();
+        std::fs::write(sk.join(l1).join("engine_step_A_r2_i4096_o256.jsonl"), b"[]").unwrap();
+        let mut r = manifest::row("1 Phase A", "plain", 1, 0);
+        r.run_dir = Some(l1.into());
+        let mut m = std::fs::read(sk.join("manifest.jsonl")).unwrap();
+        m.extend(serde_json::to_vec(&r).unwrap());
+        m.extend(b"\n{\"date_utc\":\"2026-12");
+        std::fs::write(sk.join("manifest.jsonl"), &m).unwrap();
+
+        let done = rejoin(&sk, &root).unwrap();
+        assert!(
+            root.join(l0)
+                .join("requests_A_r2_i4096_o256.jsonl.zst")
+                .is_file(),
+            "put back"
+        );
+        assert!(!root.join(format!(".rejoin-{l0}.old")).exists());
+        assert!(!root.join(".rejoin-x.new").exists());
+        assert_eq!(done.replaced_runs, [l1]);
+        assert!(
+            root.join(l1)
+                .join("engine_step_A_r2_i4096_o256.jsonl")
+                .is_file()
+        );
+        assert_eq!(done.rows_added, 1);
+        let joined = std::fs::read(root.join("manifest.jsonl")).unwrap();
+        assert!(
+            joined.ends_with(b"\n") && !joined.ends_with(b"2026-12"),
+            "cut line left out"
+        );
+        assert_eq!(manifest::read(&root).unwrap().len(), 4);
     }
 }

@@ -30,7 +30,13 @@ pub(crate) fn runs(root: &Path) -> Vec<(PathBuf, RunConfig)> {
     let mut dirs: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.is_dir())
+        // Hidden directories are never runs (an interrupted `ctax rejoin` leaves `.rejoin-*`).
+        .filter(|p| {
+            p.is_dir()
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
         .collect();
     dirs.sort();
     dirs.into_iter()
