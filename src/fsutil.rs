@@ -50,6 +50,24 @@ where
 }
 
 /// The directory of `path` and a hidden temp name beside it.
+/// Removes the temp files interrupted atomic writes of `path` left (`.<name>.tmp.<pid>`, the
+/// names [`temp_path`] gives; another process's write in progress has its own pid).
+pub(crate) fn remove_stale_temps(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}.tmp.", name.to_string_lossy());
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with(&prefix)
+            && n[prefix.len()..].bytes().all(|b| b.is_ascii_digit())
+            && e.file_type().is_ok_and(|t| t.is_file())
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 fn temp_path(path: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     let dir = path
         .parent()

@@ -88,13 +88,16 @@ pub(crate) fn read(root: &Path) -> anyhow::Result<Vec<ManifestRow>> {
     Ok(jsonl::read_jsonl::<ManifestRow>(&path)?.rows)
 }
 
+/// The stage of a Phase A launch's manifest rows.
+pub(crate) const STAGE_A: &str = "1 Phase A";
+
 /// The launch attempts of the manifest's Phase A rows whose run directory exists under `root`,
 /// sorted: what reference rates computed now would read (a resumed launch adds an attempt in
 /// the same directory).
 pub(crate) fn phase_a_launches(root: &Path) -> anyhow::Result<Vec<LaunchAttempt>> {
     let mut runs: Vec<LaunchAttempt> = read(root)?
         .into_iter()
-        .filter(|r| r.stage == "1 Phase A")
+        .filter(|r| r.stage == STAGE_A)
         .filter_map(|r| {
             r.run_dir.map(|run_dir| LaunchAttempt {
                 run_dir,

@@ -16,10 +16,9 @@
 //!   refused, naming the files. Every run directory of BACK is walked first (a symlink is
 //!   refused before anything is written). Otherwise it is left alone: a skeletal or untouched
 //!   copy, or one already joined (and perhaps recompressed or slimmed here since).
-//! - `.ctax/` (plans; never the skeleton's marker) and `preflight/` files are copied over ROOT's;
-//!   sweep logs (`ctax_run*.log`) are copied when ROOT has none of that name (one that differs
-//!   is refused). The manifest is written last (atomically) and `MANIFEST.md` regenerated, so
-//!   an interrupted rejoin is finished by running it again.
+//! - `.ctax/` (plans; never the skeleton's marker) and `preflight/` files are copied over ROOT's,
+//!   and sweep logs (`ctax_run*.log`) beside ROOT's. The manifest is written last (atomically)
+//!   and `MANIFEST.md` regenerated, so an interrupted rejoin is finished by running it again.
 //!
 //! Files keep their modification times. Replacement goes through hidden names in ROOT
 //! (`.rejoin-<dir>.new`, `.rejoin-<dir>.old`; ingest and `ctax run` skip hidden directories),
@@ -110,8 +109,10 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
     // Run directories: new, unchanged or resumed there (checked now, written below).
     let mut out = Rejoined::default();
     let mut copy: Vec<(PathBuf, String, bool)> = Vec::new();
+    let mut runs: BTreeSet<String> = BTreeSet::new();
     for (dir, _) in resume::runs(back) {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        runs.insert(name.clone());
         let mine = root.join(&name);
         // Symlinks and unreadable entries are found now, before anything is written.
         files(&dir)?;
@@ -133,12 +134,8 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
             copy.push((dir, name, true));
         }
     }
-    // Sweep logs: new names only, or identical.
+    // Sweep logs: under their name, or beside a different one of that name.
     let mut logs = Vec::new();
-    let runs: BTreeSet<String> = resume::runs(back)
-        .iter()
-        .map(|(d, _)| d.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
     for e in archive::sorted_entries(back)? {
         let name = e.file_name().to_string_lossy().into_owned();
         let ft = e.file_type()?;
@@ -176,14 +173,9 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
 
     // Writes: run directories, plans, pre-flight, logs, then the manifest.
     for (src, name, replace) in copy {
+        // `recover` above cleared what an interrupted rejoin left under these names.
         let tmp = root.join(format!(".rejoin-{name}.new"));
         let old = root.join(format!(".rejoin-{name}.old"));
-        for stale in [&tmp, &old] {
-            if stale.exists() {
-                std::fs::remove_dir_all(stale)
-                    .with_context(|| format!("removing {}", stale.display()))?;
-            }
-        }
         let mut made = skeleton::Made::default();
         if let Err(e) = skeleton::copy_tree(&src, &tmp, false, &mut made) {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -226,7 +218,10 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
     }
     manifest::render(root)?;
     out.rows_added = added.len();
-    out.phase_a_rows_added = added.iter().filter(|r| r.stage == "1 Phase A").count();
+    out.phase_a_rows_added = added
+        .iter()
+        .filter(|r| r.stage == manifest::STAGE_A)
+        .count();
     Ok(out)
 }
 
@@ -332,15 +327,13 @@ fn lost_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
     };
     // A resume writes the slimmed per-cell step files back and removes the marker; a slim
     // there removes per-cell step files its raw step logs hold (and writes the marker).
-    let slimmed_there = back
-        .join(super::super::ingest::step_slices::SLIM_MARKER)
-        .is_file();
+    let slimmed_there = back.join(crate::ingest::step_slices::SLIM_MARKER).is_file();
     let mut lost = Vec::new();
     for (rel, ..) in files(mine)? {
         let name = rel.file_name().unwrap().to_string_lossy().into_owned();
         let top = rel.parent() == Some(Path::new(""));
         if top
-            && (name == super::super::ingest::step_slices::SLIM_MARKER
+            && (name == crate::ingest::step_slices::SLIM_MARKER
                 || (slimmed_there
                     && name.starts_with("engine_step_")
                     && !name.starts_with("engine_step_raw")))

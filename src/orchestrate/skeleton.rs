@@ -231,7 +231,7 @@ fn kind(e: &std::fs::DirEntry) -> anyhow::Result<std::fs::FileType> {
 }
 
 /// Copies one file and gives the copy the source's modification time.
-pub(super) fn copy_file(src: &Path, dst: &Path, made: &mut Made) -> anyhow::Result<()> {
+fn copy_file(src: &Path, dst: &Path, made: &mut Made) -> anyhow::Result<()> {
     let n = std::fs::copy(src, dst)
         .with_context(|| format!("copying {} to {}", src.display(), dst.display()))?;
     let mtime = std::fs::metadata(src)?.modified()?;

@@ -68,40 +68,22 @@ fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
                 .and_then(|b| zstd::decode_all(&b[..]).ok())
                 .is_some_and(|d| d == raw)
         };
-        let dst = match archive_names(f).find(|p| !p.exists() || holds_raw(p)) {
-            Some(p) if p.exists() => p,
-            _ => {
-                let dst = free_archive_name(f);
-                crate::fsutil::write_atomic_with(&dst, |file| -> anyhow::Result<()> {
-                    let mut enc = zstd::Encoder::new(file, 9)?;
-                    enc.write_all(&raw)?;
-                    enc.finish()?;
-                    Ok(())
-                })?;
-                dst
-            }
-        };
-        remove_stale_temps(&dst);
+        // The first free name, unless an archive before it already holds this log.
+        let dst = archive_names(f)
+            .find(|p| !p.exists() || holds_raw(p))
+            .expect("an unused name");
+        if !dst.exists() {
+            crate::fsutil::write_atomic_with(&dst, |file| -> anyhow::Result<()> {
+                let mut enc = zstd::Encoder::new(file, 9)?;
+                enc.write_all(&raw)?;
+                enc.finish()?;
+                Ok(())
+            })?;
+        }
+        crate::fsutil::remove_stale_temps(&dst);
         std::fs::remove_file(f)?;
     }
     Ok(())
-}
-
-/// Removes the temp files an interrupted atomic write of `path` left (`.<name>.tmp.<pid>`).
-fn remove_stale_temps(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return;
-    };
-    let prefix = format!(".{}.tmp.", name.to_string_lossy());
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with(&prefix)
-            && n[prefix.len()..].bytes().all(|b| b.is_ascii_digit())
-            && e.file_type().is_ok_and(|t| t.is_file())
-        {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
 }
 
 /// Before a launch is resumed in `run_dir`: writes the per-cell step file of each of `cells`
@@ -137,17 +119,10 @@ pub(crate) fn freeze_cells(
     Ok((records, written, plain.len()))
 }
 
-/// `X.jsonl.zst` for the raw log `X.jsonl`, or, when an earlier launch in this directory left
-/// an archive of that name (the same pid on another machine), `engine_step_raw.<pid>.r<k>.jsonl.zst`
-/// with the first free k: an earlier launch's log is never overwritten.
-fn free_archive_name(f: &Path) -> PathBuf {
-    archive_names(f)
-        .find(|p| !p.exists())
-        .expect("an unused name")
-}
-
-/// The names an archive of the raw log `f` may have, in the order they are taken: `X.jsonl.zst`,
-/// then `X.r1.jsonl.zst`, `X.r2.jsonl.zst`, …
+/// The names an archive of the raw log `X.jsonl` may have, in the order they are taken:
+/// `X.jsonl.zst`, then — when an earlier launch in this directory left an archive of that name
+/// (the same pid on another machine) — `X.r1.jsonl.zst`, `X.r2.jsonl.zst`, …: an earlier
+/// launch's log is never overwritten.
 fn archive_names(f: &Path) -> impl Iterator<Item = PathBuf> {
     let stem = f.display().to_string();
     let first = PathBuf::from(format!("{stem}.zst"));
