@@ -49,7 +49,41 @@ where
     Ok(())
 }
 
-/// The directory of `path` and a hidden temp name beside it.
+/// An advisory lock (`flock(2)`) held on an open file; released when dropped (or when the
+/// process ends, however it ends).
+#[derive(Debug)]
+pub struct FileLock {
+    _file: File,
+}
+
+/// Takes the advisory lock of `path` (created, with its directory, if absent) without waiting:
+/// `exclusive`, or shared with other shared holders. `Ok(None)`: another open file holds a lock
+/// that conflicts (in this process too: `flock` locks belong to the open file).
+pub fn try_lock(path: &Path, exclusive: bool) -> std::io::Result<Option<FileLock>> {
+    use std::os::fd::AsRawFd;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    let op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    // SAFETY: flock(2) on a descriptor we own, open for the whole call.
+    if unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+        return Ok(Some(FileLock { _file: f }));
+    }
+    match std::io::Error::last_os_error() {
+        e if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+        e => Err(e),
+    }
+}
+
 /// Removes the temp files interrupted atomic writes of `path` left (`.<name>.tmp.<pid>`, the
 /// names [`temp_path`] gives; another process's write in progress has its own pid).
 pub(crate) fn remove_stale_temps(path: &Path) {
@@ -68,6 +102,7 @@ pub(crate) fn remove_stale_temps(path: &Path) {
     }
 }
 
+/// The directory of `path` and a hidden temp name beside it.
 fn temp_path(path: &Path) -> std::io::Result<(PathBuf, PathBuf)> {
     let dir = path
         .parent()

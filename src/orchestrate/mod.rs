@@ -207,6 +207,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !dry {
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     }
+    // Held (shared: sweeps may share a root) until the sweep ends; `ctax rejoin` takes it
+    // exclusive, so neither writes while the other does.
+    let _lock = if dry {
+        None
+    } else {
+        rejoin::lock_for_sweep(&root)?
+    };
     let prof_path = root.join("profile.toml");
     match std::fs::read_to_string(&prof_path) {
         Ok(old) if old != loaded.text && !args.force_profile => anyhow::bail!(

@@ -2,6 +2,11 @@
 //! another host and brought back by `tools/gpu_run.sh`, or the skeleton itself) joins ROOT.
 //!
 //! Everything is checked before anything is written, and ROOT loses nothing:
+//! - Every run directory of BACK (a directory with a `config.json`) has a `config.json` that
+//!   parses: one that does not is refused, naming it (it would otherwise be left out unseen).
+//! - ROOT is not in use: `ctax rejoin` holds [`ROOT_LOCK`] exclusive while it joins, `ctax run`
+//!   holds it shared for its whole sweep (several sweeps may still share a root); either is
+//!   refused while the other holds it.
 //! - ROOT is not a skeleton; BACK's `manifest.jsonl` continues ROOT's (ROOT's bytes are a
 //!   prefix of BACK's: a manifest with other rows means another sweep wrote to one of them;
 //!   BACK without a manifest, a sweep killed in its first launch, adds no row);
@@ -13,12 +18,20 @@
 //!   **whole** (two attempts' files never mix) — only if every file of ROOT's copy is in
 //!   BACK's, as it is, compressed or moved to `superseded/` (what a resume does; the slim
 //!   marker and, where BACK slimmed, per-cell step files are not data); anything missing is
-//!   refused, naming the files. Every run directory of BACK is walked first (a symlink is
-//!   refused before anything is written). Otherwise it is left alone: a skeletal or untouched
-//!   copy, or one already joined (and perhaps recompressed or slimmed here since).
-//! - `.ctax/` (plans; never the skeleton's marker) and `preflight/` files are copied over ROOT's,
-//!   and sweep logs (`ctax_run*.log`) beside ROOT's. The manifest is written last (atomically)
-//!   and `MANIFEST.md` regenerated, so an interrupted rejoin is finished by running it again.
+//!   refused, naming the files. A file both hold under one name must hold the same records
+//!   ([`changed_files`]: the same bytes, or the same decoded stream for two `.zst`), unless a
+//!   launch attempt rewrites it (`config.json`, `summary.json`, `env.txt`, `launch.sh`, the slim
+//!   marker), BACK's `superseded/` holds ROOT's version (a rerun cell's), or it only grew
+//!   (server and raw step logs, files of cells ROOT's `summary.json` does not list yet); the
+//!   records of a finished cell and anything under `superseded/` never change. Every run
+//!   directory of BACK is walked first (a symlink is refused before anything is written).
+//!   Otherwise it is left alone: a skeletal or untouched copy, or one already joined (and
+//!   perhaps recompressed or slimmed here since).
+//! - The plans of the run directories joined (`.ctax/plan_<dir>.json`: the cells the last
+//!   launch attempt there handed the collector; never the skeleton's marker or the lock) and
+//!   `preflight/` files are copied over ROOT's, and sweep logs (`ctax_run*.log`) beside ROOT's.
+//!   The manifest is written last (atomically) and `MANIFEST.md` regenerated, so an interrupted
+//!   rejoin is finished by running it again.
 //!
 //! Files keep their modification times. Replacement goes through hidden names in ROOT
 //! (`.rejoin-<dir>.new`, `.rejoin-<dir>.old`; ingest and `ctax run` skip hidden directories),
@@ -33,6 +46,53 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::{archive, manifest, resume, skeleton};
+
+/// The advisory lock of a results root (`flock`, [`crate::fsutil::try_lock`]): `ctax run` holds
+/// it shared for its whole sweep, `ctax rejoin` exclusive while it joins. `.ctax/` is not merged
+/// (`ctax merge`) and never joined (below); a skeleton carries an empty copy, harmless.
+pub const ROOT_LOCK: &str = ".ctax/run.lock";
+
+/// Takes `root`'s [`ROOT_LOCK`]: `exclusive` for `ctax rejoin`, shared for `ctax run`; refused
+/// (an error naming the other side) while a conflicting holder has it. Held until dropped.
+pub(crate) fn lock_root(root: &Path, exclusive: bool) -> anyhow::Result<crate::fsutil::FileLock> {
+    let path = root.join(ROOT_LOCK);
+    let lock = crate::fsutil::try_lock(&path, exclusive)
+        .with_context(|| format!("taking the lock {}", path.display()))?;
+    lock.ok_or_else(|| {
+        if exclusive {
+            anyhow::anyhow!(
+                "{} is in use: a `ctax run` (or another `ctax rejoin`) holds {ROOT_LOCK}; rejoin \
+                 once it has ended; nothing joined",
+                root.display()
+            )
+        } else {
+            anyhow::anyhow!(
+                "{} is in use: a `ctax rejoin` into it holds {ROOT_LOCK}; run once it has ended",
+                root.display()
+            )
+        }
+    })
+}
+
+/// The shared lock a sweep holds on `root` ([`lock_root`]). A filesystem that refuses locks
+/// (`ENOLCK` on some NFS mounts a Slurm shard writes to) only costs the guard: the sweep
+/// warns and runs, since refusing it would stop measurements for a check that concerns
+/// `ctax rejoin`. A lock a rejoin holds refuses the sweep.
+pub(crate) fn lock_for_sweep(root: &Path) -> anyhow::Result<Option<crate::fsutil::FileLock>> {
+    let path = root.join(ROOT_LOCK);
+    match crate::fsutil::try_lock(&path, false) {
+        Ok(Some(lock)) => Ok(Some(lock)),
+        Ok(None) => lock_root(root, false).map(Some),
+        Err(e) => {
+            eprintln!(
+                "[ctax] warning: could not lock {} ({e}); a `ctax rejoin` into this root during \
+                 the sweep would not be refused",
+                path.display()
+            );
+            Ok(None)
+        }
+    }
+}
 
 /// What [`rejoin`] did.
 #[derive(Debug, Default, PartialEq)]
@@ -62,6 +122,9 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
         back.display(),
         root.display()
     );
+    // A run directory whose config.json does not parse would be left out unseen.
+    check_configs(back)?;
+    let _lock = lock_root(root, true)?;
     recover(root)?;
 
     // The manifest: BACK continues ROOT. A bring-back without one (the sweep wrote no row: its
@@ -131,9 +194,22 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
                 root.display(),
                 lost.join(", ")
             );
+            let changed = changed_files(&mine, &dir)?;
+            anyhow::ensure!(
+                changed.is_empty(),
+                "{name}: {}'s copy changes {} file(s) of {}'s ({}): a resume moves a rerun cell's \
+                 files to superseded/, leaves every other record as it is and only appends to \
+                 logs; nothing joined",
+                back.display(),
+                changed.len(),
+                root.display(),
+                changed.join(", ")
+            );
             copy.push((dir, name, true));
         }
     }
+    // The run directories this rejoin adds or replaces: only their plans join (below).
+    let joined: BTreeSet<String> = copy.iter().map(|(_, n, _)| n.clone()).collect();
     // Sweep logs: under their name, or beside a different one of that name.
     let mut logs = Vec::new();
     for e in archive::sorted_entries(back)? {
@@ -201,7 +277,19 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
         }
         for e in archive::sorted_entries(&dir)? {
             let name = e.file_name();
-            if e.file_type()?.is_file() && Path::new(sub).join(&name) != Path::new(skeleton::MARKER)
+            let rel = Path::new(sub).join(&name);
+            // A plan (`plan_<dir>.json`) is the record of the last launch attempt in that run
+            // directory: one of a directory left alone is BACK's copy of ROOT's (a skeleton's)
+            // or older than ROOT's (a launch resumed here since), never newer.
+            let plan_of_other = sub == ".ctax"
+                && name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("plan_")?.strip_suffix(".json"))
+                    .is_some_and(|d| !joined.contains(d));
+            if e.file_type()?.is_file()
+                && rel != Path::new(skeleton::MARKER)
+                && rel != Path::new(ROOT_LOCK)
+                && !plan_of_other
             {
                 std::fs::create_dir_all(root.join(sub))?;
                 copy_file(&e.path(), &root.join(sub).join(&name))?;
@@ -308,17 +396,200 @@ fn config_time(dir: &Path) -> std::time::SystemTime {
         .unwrap_or(std::time::UNIX_EPOCH)
 }
 
+/// Refuses `back` when one of its run directories (a directory, not hidden, with a
+/// `config.json`) has a `config.json` that does not parse: [`resume::runs`] would leave it out,
+/// so its launch would not join and nothing would say why.
+fn check_configs(back: &Path) -> anyhow::Result<()> {
+    for e in archive::sorted_entries(back)? {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let cfg = e.path().join("config.json");
+        if name.starts_with('.')
+            || ["preflight", "analysis", "report"].contains(&name.as_str())
+            || !e.file_type()?.is_dir()
+            || std::fs::symlink_metadata(&cfg).is_err()
+        {
+            continue;
+        }
+        let bytes = std::fs::read(&cfg).with_context(|| format!("reading {}", cfg.display()))?;
+        if let Err(why) = serde_json::from_slice::<ctax_schema::RunConfig>(&bytes) {
+            anyhow::bail!(
+                "{}: not a run directory's config.json ({why}): its launch would not join; \
+                 repair or remove {name}, then rejoin; nothing joined",
+                cfg.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// BACK's `superseded/` files by name (every attempt's directory).
+fn superseded(back: &Path) -> anyhow::Result<std::collections::BTreeMap<String, Vec<PathBuf>>> {
+    let mut out: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
+    let dir = back.join("superseded");
+    if dir.is_dir() {
+        for (rel, ..) in files(&dir)? {
+            if let Some(n) = rel.file_name() {
+                out.entry(n.to_string_lossy().into_owned())
+                    .or_default()
+                    .push(dir.join(&rel));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Top-level files of a run directory that every launch attempt (a resume too) writes anew:
+/// `config.json` and `env.txt` ([`super::launch`]), `launch.sh` (the launch script, or the
+/// simulated server's), `summary.json` (the collector, [`resume::supersede`], the statistics);
+/// the slim marker goes or is rewritten (`ctax archive --slim-steps`). Server logs are
+/// appended to (the append-only rule); the collector creates the files of the cells it runs
+/// only after [`resume::supersede`] moved their old ones to `superseded/`.
+const REWRITTEN: [&str; 6] = [
+    "config.json",
+    "summary.json",
+    "env.txt",
+    "launch.sh",
+    "launch.sh.tmp",
+    crate::ingest::step_slices::SLIM_MARKER,
+];
+
+/// How one stream compares with another.
+#[derive(Debug, PartialEq)]
+enum Cmp {
+    Same,
+    /// The first is a strict prefix of the second.
+    Grown,
+    Other,
+}
+
+/// Compares two streams chunk by chunk.
+fn compare(mut a: impl std::io::Read, mut b: impl std::io::Read) -> std::io::Result<Cmp> {
+    fn fill(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = 0;
+        while n < buf.len() {
+            match r.read(&mut buf[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+    let (mut x, mut y) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let (n, m) = (fill(&mut a, &mut x)?, fill(&mut b, &mut y)?);
+        if n > m || x[..n] != y[..n] {
+            return Ok(Cmp::Other);
+        }
+        if n < x.len() {
+            return Ok(if n == m { Cmp::Same } else { Cmp::Grown });
+        }
+    }
+}
+
+/// `p`'s records: its bytes, or what they decode to for a zstd archive (`.zst` with zstd's
+/// magic number).
+fn records(p: &Path) -> anyhow::Result<Box<dyn std::io::Read>> {
+    use std::io::Read;
+    let open = || std::fs::File::open(p).with_context(|| format!("reading {}", p.display()));
+    let mut magic = [0u8; 4];
+    let zst = p.extension().is_some_and(|e| e == "zst")
+        && open()?.read_exact(&mut magic).is_ok()
+        && magic == [0x28, 0xb5, 0x2f, 0xfd];
+    Ok(if zst {
+        Box::new(zstd::stream::read::Decoder::new(open()?)?)
+    } else {
+        Box::new(open()?)
+    })
+}
+
+/// How ROOT's file `a` compares with BACK's `b`: their bytes, else, where one is a `.zst`
+/// (recompressed on one side, or compressed under `superseded/`), their decoded records.
+fn compare_files(a: &Path, b: &Path) -> anyhow::Result<Cmp> {
+    let bytes =
+        |p: &Path| std::fs::File::open(p).with_context(|| format!("reading {}", p.display()));
+    let raw = compare(bytes(a)?, bytes(b)?)?;
+    let zst = |p: &Path| p.extension().is_some_and(|e| e == "zst");
+    if raw == Cmp::Same || !(zst(a) || zst(b)) {
+        return Ok(raw);
+    }
+    compare(records(a)?, records(b)?)
+        .with_context(|| format!("decoding {} and {}", a.display(), b.display()))
+}
+
+/// The files `mine` and `back` hold under the same name (neither compressed nor decompressed
+/// since) whose records differ where a resume cannot have changed them, each with why. Allowed:
+/// the same records; a file every launch attempt rewrites ([`REWRITTEN`]); a name whose ROOT
+/// version BACK moved to `superseded/` (a rerun cell's files, the name reused);
+/// and, but for anything under a subdirectory (`superseded/`) and the records of a cell ROOT's
+/// `summary.json` lists (finished: its files are closed), BACK's starting with ROOT's records
+/// (server logs appended to, a raw step log or a cell's file a snapshot took mid-write).
+fn changed_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
+    // Moved aside there: under superseded/ in BACK, not in ROOT's copy.
+    let mut moved = superseded(back)?;
+    for paths in moved.values_mut() {
+        paths.retain(|p| p.strip_prefix(back).is_ok_and(|r| !mine.join(r).exists()));
+    }
+    let finished: BTreeSet<String> = resume::read_summary(mine)
+        .cells
+        .values()
+        .flat_map(|h| {
+            ctax_schema::FileKind::ALL.map(|k| ctax_schema::file_name(k, h.phase, &h.cell))
+        })
+        .collect();
+    let mut changed = Vec::new();
+    for (rel, ..) in files(mine)? {
+        let theirs = back.join(&rel);
+        if !theirs.is_file() {
+            continue;
+        }
+        let name = rel.file_name().unwrap().to_string_lossy().into_owned();
+        let top = rel.parent() == Some(Path::new(""));
+        if name.starts_with('.') || top && REWRITTEN.contains(&name.as_str()) {
+            continue;
+        }
+        let ours = mine.join(&rel);
+        let cmp = compare_files(&ours, &theirs)?;
+        if cmp == Cmp::Same {
+            continue;
+        }
+        let plain = name.strip_suffix(".zst").unwrap_or(&name);
+        let mut kept_aside = false;
+        for p in [plain.to_owned(), format!("{plain}.zst")]
+            .iter()
+            .filter_map(|f| moved.get(f))
+            .flatten()
+        {
+            if compare_files(&ours, p)? == Cmp::Same {
+                kept_aside = true;
+                break;
+            }
+        }
+        if kept_aside {
+            continue;
+        }
+        let closed = !top || finished.contains(plain);
+        if cmp == Cmp::Grown && !closed {
+            continue;
+        }
+        changed.push(format!(
+            "{} ({})",
+            rel.display(),
+            if cmp == Cmp::Grown {
+                "grown, but it was final"
+            } else {
+                "other records"
+            }
+        ));
+    }
+    Ok(changed)
+}
+
 /// The files of `mine` that `back` holds nowhere: not at the same place, not compressed there
 /// (`X.zst` for `X`) or decompressed (`X` for `X.zst`), and not under its `superseded/`.
 fn lost_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
-    let superseded: BTreeSet<String> = if back.join("superseded").is_dir() {
-        files(&back.join("superseded"))?
-            .into_iter()
-            .filter_map(|(r, ..)| r.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect()
-    } else {
-        BTreeSet::new()
-    };
+    let superseded = superseded(back)?;
     let forms = |name: &str| -> Vec<String> {
         match name.strip_suffix(".zst") {
             Some(plain) => vec![name.to_owned(), plain.to_owned()],
@@ -332,17 +603,19 @@ fn lost_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
     for (rel, ..) in files(mine)? {
         let name = rel.file_name().unwrap().to_string_lossy().into_owned();
         let top = rel.parent() == Some(Path::new(""));
-        if top
-            && (name == crate::ingest::step_slices::SLIM_MARKER
-                || (slimmed_there
-                    && name.starts_with("engine_step_")
-                    && !name.starts_with("engine_step_raw")))
+        // Hidden files are no data: the collector's `.summary.lock`, temps of atomic writes.
+        if name.starts_with('.')
+            || top
+                && (name == crate::ingest::step_slices::SLIM_MARKER
+                    || (slimmed_there
+                        && name.starts_with("engine_step_")
+                        && !name.starts_with("engine_step_raw")))
         {
             continue;
         }
-        let held = forms(&name)
-            .iter()
-            .any(|f| back.join(rel.with_file_name(f)).is_file() || superseded.contains(f.as_str()));
+        let held = forms(&name).iter().any(|f| {
+            back.join(rel.with_file_name(f)).is_file() || superseded.contains_key(f.as_str())
+        });
         if !held {
             lost.push(rel.display().to_string());
         }
@@ -361,6 +634,22 @@ mod tests {
         let sk = t.path().join("sk");
         skeleton::make(&root, &sk).unwrap();
         (t, root, sk)
+    }
+
+    /// The files of `root` but its lock (taken, and so created, by the first rejoin).
+    fn data(root: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+        let mut v = files(root).unwrap();
+        v.retain(|(p, ..)| p != Path::new(ROOT_LOCK));
+        v
+    }
+
+    /// `launch` of the skeleton `sk` resumed there: its config.json rewritten later.
+    fn resume_there(sk: &Path, launch: &str) -> PathBuf {
+        let d = sk.join(launch);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let cfg = std::fs::read(d.join("config.json")).unwrap();
+        std::fs::write(d.join("config.json"), cfg).unwrap();
+        d
     }
 
     /// A skeleton of a root, a sweep there that resumed the unfinished launch l1 (a new file,
@@ -476,10 +765,10 @@ mod tests {
         more.extend(serde_json::to_vec(&r).unwrap());
         more.push(b'\n');
         std::fs::write(root.join("manifest.jsonl"), &more).unwrap();
-        let before = files(&root).unwrap();
+        let before = data(&root);
         let e = rejoin(&sk, &root).unwrap_err().to_string();
         assert!(e.contains("does not continue"), "{e}");
-        assert_eq!(files(&root).unwrap(), before, "nothing written");
+        assert_eq!(data(&root), before, "nothing written");
         std::fs::write(root.join("manifest.jsonl"), &rows).unwrap();
         let before = files(&root).unwrap();
 
@@ -507,7 +796,8 @@ mod tests {
     /// From a review: an interrupted replace is put back; a directory a new manifest row names
     /// is replaced even when its config.json has the root's time (tar keeps whole seconds, a
     /// snapshot joined before the final fetch); a resume that wrote the slimmed step files back
-    /// and dropped the marker is not a loss; a manifest cut mid-append joins up to its last line.
+    /// and dropped the marker is not a loss, nor a hidden file BACK lacks; a manifest cut
+    /// mid-append joins up to its last line.
     #[test]
     fn review_cases_interrupted_same_second_slim_marker_cut_manifest() {
         let (_t, root, sk) = root_and_skeleton();
@@ -520,6 +810,9 @@ mod tests {
         let l1 = "20261201-000100_plain_l1";
         std::fs::remove_file(sk.join(l1).join("steps_slimmed.json")).unwrap();
         std::fs::write(sk.join(l1).join("engine_step_A_r2_i4096_o256.jsonl"), b"[]").unwrap();
+        // A hidden file of ROOT's copy that a bring-back never carries (the collector's lock
+        // from a local sweep) is no data: not a loss.
+        std::fs::write(root.join(l1).join(".summary.lock"), b"").unwrap();
         let mut r = manifest::row("1 Phase A", "plain", 1, 0);
         r.run_dir = Some(l1.into());
         let mut m = std::fs::read(sk.join("manifest.jsonl")).unwrap();
@@ -549,5 +842,152 @@ mod tests {
             "cut line left out"
         );
         assert_eq!(manifest::read(&root).unwrap().len(), 4);
+    }
+
+    /// From a review: a resumed copy is compared file by file where both hold a name. Refused,
+    /// naming the file, with nothing written: a finished cell's records grown or rewritten, a
+    /// file under superseded/ rewritten. Joined: what a resume does — config.json, env.txt,
+    /// launch.sh and summary.json rewritten, a server log appended to, a rerun cell's file
+    /// moved to superseded/ and its name reused — and an archive recompressed on one side.
+    #[test]
+    fn a_resumed_copy_that_changed_records_under_the_same_name_is_refused() {
+        let (_t, root, sk) = root_and_skeleton();
+        let l1 = resume_there(&sk, "20261201-000100_plain_l1");
+        let orig = b"0123456789";
+        let before = data(&root);
+        let req = "requests_A_r2_i4096_o256.jsonl.zst";
+        let old = "superseded/1/requests_A_r2_i4096_o256.jsonl";
+        for (file, body, why) in [
+            (req, &b"0123456789 more"[..], "grown, but it was final"),
+            (req, &b"9876543210"[..], "other records"),
+            (old, &b"0123456789 more"[..], "grown, but it was final"),
+            ("vllm_stdout.log", &b"not appended"[..], "other records"),
+        ] {
+            std::fs::write(l1.join(file), body).unwrap();
+            let e = rejoin(&sk, &root).unwrap_err().to_string();
+            assert!(
+                e.contains("changes 1 file(s)") && e.contains(&format!("{file} ({why})")),
+                "{e}"
+            );
+            assert_eq!(data(&root), before, "nothing written");
+            std::fs::write(l1.join(file), orig).unwrap();
+        }
+
+        // What a resume does, and a recompressed archive.
+        for f in ["env.txt", "launch.sh", "summary.json"] {
+            std::fs::write(l1.join(f), b"rewritten").unwrap();
+        }
+        std::fs::write(l1.join("vllm_stdout.log"), b"0123456789 appended").unwrap();
+        std::fs::create_dir_all(l1.join("superseded/2")).unwrap();
+        std::fs::rename(
+            l1.join("metrics_A_r2_i4096_o256.jsonl"),
+            l1.join("superseded/2/metrics_A_r2_i4096_o256.jsonl"),
+        )
+        .unwrap();
+        std::fs::write(l1.join("metrics_A_r2_i4096_o256.jsonl"), b"rerun").unwrap();
+        let steps = vec![b'{'; 4096];
+        let raw = "engine_step_raw.123.jsonl.zst";
+        let (fast, small) = (
+            zstd::encode_all(&steps[..], 1).unwrap(),
+            zstd::encode_all(&steps[..], 19).unwrap(),
+        );
+        assert_ne!(fast, small, "the test needs two encodings");
+        std::fs::write(root.join("20261201-000100_plain_l1").join(raw), &fast).unwrap();
+        std::fs::write(l1.join(raw), &small).unwrap();
+        let done = rejoin(&sk, &root).unwrap();
+        assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
+        let r1 = root.join("20261201-000100_plain_l1");
+        assert_eq!(
+            std::fs::read(r1.join("metrics_A_r2_i4096_o256.jsonl")).unwrap(),
+            b"rerun"
+        );
+        assert_eq!(std::fs::read(r1.join(raw)).unwrap(), small);
+    }
+
+    /// From a review: a run directory of BACK whose config.json does not parse is refused,
+    /// naming the file and the parse error, before anything is written (not even the lock, nor
+    /// what an interrupted rejoin left); it used to be listed as ignored, its launch never joined.
+    #[test]
+    fn a_back_run_directory_whose_config_does_not_parse_is_refused_before_writing() {
+        let (_t, root, sk) = root_and_skeleton();
+        let cfg = std::fs::read(sk.join("20261201-000000_plain_l0/config.json")).unwrap();
+        let l3 = sk.join("20261202-000000_plain_l3");
+        std::fs::create_dir_all(&l3).unwrap();
+        std::fs::write(l3.join("config.json"), &cfg[..cfg.len() / 2]).unwrap();
+        let l4 = sk.join("20261202-000100_plain_l4");
+        std::fs::create_dir_all(&l4).unwrap();
+        std::fs::write(l4.join("config.json"), &cfg).unwrap();
+        std::fs::create_dir_all(root.join(".rejoin-x.new")).unwrap();
+        let before = files(&root).unwrap();
+        let e = rejoin(&sk, &root).unwrap_err().to_string();
+        assert!(
+            e.contains("20261202-000000_plain_l3/config.json") && e.contains("EOF while parsing"),
+            "{e}"
+        );
+        assert_eq!(files(&root).unwrap(), before, "nothing written");
+        assert!(root.join(".rejoin-x.new").is_dir());
+        // A directory without a config.json is not a run directory: left as it is.
+        std::fs::remove_file(l3.join("config.json")).unwrap();
+        let done = rejoin(&sk, &root).unwrap();
+        assert_eq!(done.new_runs, ["20261202-000100_plain_l4"]);
+        assert_eq!(done.ignored, ["20261202-000000_plain_l3"]);
+    }
+
+    /// From a review: only the plans of the run directories joined are copied. A plan of a
+    /// directory left alone is BACK's old copy: here ROOT resumed l0 since the skeleton was made
+    /// (its plan rewritten), and the skeleton's older plan must not replace it.
+    #[test]
+    fn only_the_plans_of_run_directories_joined_are_copied() {
+        let (_t, root, sk) = root_and_skeleton();
+        let plan = |d: &Path, l: &str| d.join(format!(".ctax/plan_{l}.json"));
+        let (l0, l1, l3) = (
+            "20261201-000000_plain_l0",
+            "20261201-000100_plain_l1",
+            "20261202-000000_plain_l3",
+        );
+        std::fs::write(plan(&sk, l0), b"the skeleton's").unwrap();
+        std::fs::write(plan(&root, l0), b"resumed here since").unwrap();
+        resume_there(&sk, l1);
+        std::fs::write(plan(&sk, l1), b"resumed there").unwrap();
+        let cfg = std::fs::read(sk.join(l0).join("config.json")).unwrap();
+        std::fs::create_dir_all(sk.join(l3)).unwrap();
+        std::fs::write(sk.join(l3).join("config.json"), &cfg).unwrap();
+        std::fs::write(plan(&sk, l3), b"new there").unwrap();
+        let done = rejoin(&sk, &root).unwrap();
+        assert_eq!((done.new_runs.len(), done.replaced_runs.len()), (1, 1));
+        assert_eq!(
+            std::fs::read(plan(&root, l0)).unwrap(),
+            b"resumed here since"
+        );
+        assert_eq!(std::fs::read(plan(&root, l1)).unwrap(), b"resumed there");
+        assert_eq!(std::fs::read(plan(&root, l3)).unwrap(), b"new there");
+    }
+
+    /// From a review: a rejoin is refused while a sweep (`ctax run`, shared lock) holds the
+    /// root, with nothing written, and joins once it has ended; a sweep is refused while a
+    /// rejoin (exclusive) holds it; two sweeps may share a root.
+    #[test]
+    fn a_rejoin_and_a_sweep_never_write_one_root_at_once() {
+        let (_t, root, sk) = root_and_skeleton();
+        resume_there(&sk, "20261201-000100_plain_l1");
+        std::fs::write(sk.join(ROOT_LOCK), b"the sweep there").unwrap();
+        let sweep = lock_root(&root, false).unwrap();
+        let other = lock_root(&root, false).unwrap();
+        let before = files(&root).unwrap();
+        let e = rejoin(&sk, &root).unwrap_err().to_string();
+        assert!(e.contains("is in use") && e.contains(ROOT_LOCK), "{e}");
+        assert_eq!(files(&root).unwrap(), before, "nothing written");
+        drop((sweep, other));
+        let joining = lock_root(&root, true).unwrap();
+        let e = lock_root(&root, false).unwrap_err().to_string();
+        assert!(e.contains("a `ctax rejoin` into it holds"), "{e}");
+        drop(joining);
+        let done = rejoin(&sk, &root).unwrap();
+        assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
+        assert_eq!(
+            std::fs::read(root.join(ROOT_LOCK)).unwrap(),
+            b"",
+            "BACK's lock file (a sweep there created it) never joins"
+        );
     }
 }
