@@ -881,8 +881,33 @@ fn machines_and_the_same_cell_are_reported() {
     };
     let Fixture { analysis, verdicts } = common::from_spec(&spec);
     assert_eq!(analysis.summary.reference_rates.ref_safe, Some(2.0));
+    // The same cell per machine: mooncake_both met plain on machine 1 only (l0, l2 vs l1, l2)
+    // in each phase, so each phase's tax is that one machine's term (a weighted mean of one).
+    let same = analysis
+        .summary
+        .same_cell
+        .iter()
+        .find(|c| c.metric == "ttft_p90")
+        .expect("a same-cell check");
+    assert_eq!(same.by_machine.len(), 2, "{:?}", same.by_machine);
+    for (t, phase_tax) in same.by_machine.iter().zip([&same.phase_a, &same.phase_b]) {
+        assert_eq!(t.machine, "boot synth-machine-1");
+        assert_eq!(
+            (&t.launches[..], &t.plain_launches[..]),
+            (&[0, 2][..], &[1, 2][..])
+        );
+        assert!(
+            (t.tax - phase_tax.value.est).abs() < 1e-9,
+            "{t:?} vs {:?}",
+            phase_tax.value
+        );
+    }
     let out = render(&Fixture { analysis, verdicts });
     let md = out.md();
+    assert!(
+        md.contains("| mooncake_both | 2 req/s, 4096/256 | TTFT p90 | A | boot synth-machine-1 | l0, l2 vs l1, l2 |"),
+        "per-machine row"
+    );
     assert!(md.contains("### Machines"), "no Machines section");
     assert!(
         md.contains(

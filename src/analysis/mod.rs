@@ -159,8 +159,15 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     machines.order = launch_order::of_taxes(&per_launch, &tax_list);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
     for n in launch_noise.noisier_phases() {
+        // The pool is the df-weighted mean of the phases' variances: below the noisier
+        // phase's own, whichever phase has more df.
+        let hyp = if n.phase == Phase::B {
+            " (and H5/H6, which read Phase B)"
+        } else {
+            ""
+        };
         warnings.push(format!(
-            "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own carry the pool over every phase (±{:.1}%), which the other phases dominate, so their CIs (and H5/H6 for Phase B) may be too narrow",
+            "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own carry the pool over every phase (±{:.1}%), below its own spread, so their CIs{hyp} may be too narrow",
             n.phase.tag(),
             n.spread(),
             launch_noise
@@ -179,8 +186,9 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     warnings.extend(order_warning(&machines.order));
     let same_cell = same_cell::checks(&engine);
     warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {
+        let ((a_up, a_n), (b_up, b_n)) = (c.signs(Phase::A), c.signs(Phase::B));
         format!(
-            "{} {} {}: Phase A and Phase B measured the same cell and disagree: tax {} in Phase A, {} in Phase B (Phase B / Phase A: {}). The tax depends on something each phase holds fixed (the cell's position in its launch: first after warm-up in Phase A, later in Phase B; the machines each phase ran on); verdicts reading one phase (H1-H4: Phase A) do not speak for the other",
+            "{} {} {}: Phase A and Phase B measured the same cell and disagree: tax {} in Phase A, {} in Phase B (Phase B / Phase A: {}; the tax is above 0 on {a_up} of Phase A's {a_n} machines with both configs and on {b_up} of Phase B's {b_n}). The tax depends on something each phase holds fixed (the cell's position in its launch: first after warm-up in Phase A, later in Phase B; the machines each phase ran on); verdicts reading one phase (H1-H4: Phase A) do not speak for the other",
             c.config,
             c.cell,
             launch_noise::metric_label(&c.metric),

@@ -24,6 +24,36 @@ pub struct SameCell {
     pub phase_b: TaxValue,
     /// `(1 + tax_B) / (1 + tax_A) − 1`: how far Phase B's measurement lies from Phase A's.
     pub difference: TaxValue,
+    /// The tax on each machine that ran the config and plain, Phase A's then Phase B's (point
+    /// estimates, the terms each phase's tax combines): whether a phase's machines agree, so a
+    /// disagreement between the phases is seen to be systematic or one machine's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_machine: Vec<MachineTax>,
+}
+
+/// One machine's point estimate of a tax: `exp(mean log X − mean log plain) − 1` over its
+/// launches of each.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineTax {
+    pub phase: Phase,
+    /// The machine's label (its boot id, else its GPUs).
+    pub machine: String,
+    pub tax: f64,
+    /// The config's launches and plain's on that machine.
+    pub launches: Vec<u32>,
+    pub plain_launches: Vec<u32>,
+}
+
+impl SameCell {
+    /// `(positive, machines)` of `phase`'s machines: how many have a tax above 0.
+    pub fn signs(&self, phase: Phase) -> (usize, usize) {
+        let m: Vec<&MachineTax> = self
+            .by_machine
+            .iter()
+            .filter(|t| t.phase == phase)
+            .collect();
+        (m.iter().filter(|t| t.tax > 0.0).count(), m.len())
+    }
 }
 
 impl SameCell {
@@ -63,7 +93,24 @@ pub(crate) fn checks(engine: &TaxEngine) -> Vec<SameCell> {
             let d = ((1.0 + b.0) / (1.0 + a.0) - 1.0, {
                 super::replicates::combine2(&b.1, &a.1, |y, x| (1.0 + y) / (1.0 + x) - 1.0)
             });
+            let by_machine = [Phase::A, Phase::B]
+                .into_iter()
+                .flat_map(|ph| {
+                    engine
+                        .relative_by_machine(config, ph, cell, m)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(move |d| MachineTax {
+                            phase: ph,
+                            machine: d.machine,
+                            tax: d.est,
+                            launches: d.a,
+                            plain_launches: d.b,
+                        })
+                })
+                .collect();
             out.push(SameCell {
+                by_machine,
                 config: config.to_owned(),
                 cell: cell.to_owned(),
                 metric: name.to_owned(),

@@ -255,6 +255,26 @@ impl<'a> TaxEngine<'a> {
             .relative())
     }
 
+    /// The relative tax `X/plain − 1` on each machine both ran on (point estimates: the terms
+    /// [`Self::relative`] combines), or why there is none.
+    pub(crate) fn relative_by_machine(
+        &self,
+        config: &str,
+        phase: Phase,
+        cell: &str,
+        m: Metric,
+    ) -> Result<Vec<MachineDiff>, String> {
+        Ok(self
+            .against_plain(config, phase, cell, m, f64::ln)?
+            .per_machine
+            .into_iter()
+            .map(|d| MachineDiff {
+                est: d.est.exp_m1(),
+                ..d
+            })
+            .collect())
+    }
+
     /// A tax value from `ms`' replicates: its CI and whether the CI detects anything.
     pub(crate) fn value(&self, est: f64, reps: &[f64], unit: &str, ms: &[Metric]) -> TaxValue {
         let value = self.rep.estimate(est, reps);
@@ -529,6 +549,19 @@ pub(crate) struct Paired {
     /// The launches of `a` and of `b` the comparison used (on the shared machines), sorted.
     pub a_used: Vec<u32>,
     pub b_used: Vec<u32>,
+    /// Each shared machine's own difference (in `machines`' order): what the weighted mean
+    /// combines, so a reader sees whether the machines agree.
+    pub per_machine: Vec<MachineDiff>,
+}
+
+/// One machine's `mean f(a) − mean f(b)` in a within-machine comparison ([`paired`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MachineDiff {
+    pub machine: String,
+    pub est: f64,
+    /// The launches of `a` and of `b` on that machine.
+    pub a: Vec<u32>,
+    pub b: Vec<u32>,
 }
 
 impl Paired {
@@ -572,6 +605,7 @@ pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64)
     let mut reps = vec![0.0; nrep];
     let mut machines = Vec::new();
     let (mut unpaired, mut a_used, mut b_used) = (Vec::new(), Vec::new(), Vec::new());
+    let mut per_machine = Vec::new();
     for (machine, ia) in &ga {
         let Some(ib) = gb.get(machine) else {
             unpaired.extend(ia.iter().map(|&i| a[i].launch));
@@ -581,7 +615,14 @@ pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64)
         b_used.extend(ib.iter().map(|&i| b[i].launch));
         let (ka, kb) = (ia.len() as f64, ib.len() as f64);
         let w = ka * kb / (ka + kb);
-        num += w * (mean(a, ia, &|l| f(l.est)) - mean(b, ib, &|l| f(l.est)));
+        let d = mean(a, ia, &|l| f(l.est)) - mean(b, ib, &|l| f(l.est));
+        per_machine.push(MachineDiff {
+            machine: machine.clone(),
+            est: d,
+            a: ia.iter().map(|&i| a[i].launch).collect(),
+            b: ib.iter().map(|&i| b[i].launch).collect(),
+        });
+        num += w * d;
         wsum += w;
         for (r, out) in reps.iter_mut().enumerate() {
             *out += w * (mean(a, ia, &|l| f(l.reps[r])) - mean(b, ib, &|l| f(l.reps[r])));
@@ -603,6 +644,7 @@ pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64)
         unpaired,
         a_used,
         b_used,
+        per_machine,
     }
 }
 
@@ -692,6 +734,17 @@ mod tests {
         assert!((r.est - 0.2 / (2.0 / 3.0 + 0.5)).abs() < 1e-12, "{}", r.est);
         assert_eq!(r.machines.len(), 2);
         assert!(r.reps.is_empty() && r.unpaired.is_empty());
+        // Each machine's own term, with its launches: d₁ = 1.3 − 1.0 = 0.3 (X l0, l1 vs plain
+        // l0), d₂ = 2.0 − 2.0 = 0 (X l2 vs plain l1).
+        let by: Vec<(&str, f64, &[u32], &[u32])> = r
+            .per_machine
+            .iter()
+            .map(|d| (d.machine.as_str(), d.est, &d.a[..], &d.b[..]))
+            .collect();
+        assert_eq!(by.len(), 2);
+        assert_eq!((by[0].0, by[0].2, by[0].3), ("m1", &[0, 1][..], &[0][..]));
+        assert_eq!((by[1].0, by[1].2, by[1].3), ("m2", &[2][..], &[1][..]));
+        assert!((by[0].1 - 0.3).abs() < 1e-12 && by[1].1.abs() < 1e-12);
         // No shared machine: no estimate, every launch listed.
         let none = paired(&x[2..], &p[..1], |v| v);
         assert!(none.est.is_nan() && none.machines.is_empty() && none.reps.is_empty());

@@ -135,8 +135,9 @@ fn note_same_cell(
             .filter(|c| c.metric == "ttft_p90" && c.disagrees())
             .filter(|c| configs_of(&x.id).contains(&c.config.as_str()))
             .map(|c| {
+                let ((a_up, a_n), (b_up, b_n)) = (c.signs(Phase::A), c.signs(Phase::B));
                 format!(
-                    "{} {} in Phase B's measurement of the same cell ({}), against {} in Phase A",
+                    "{} {} in Phase B's measurement of the same cell ({}), against {} in Phase A (above 0 on {b_up} of Phase B's {b_n} machines, {a_up} of Phase A's {a_n})",
                     c.config,
                     c.phase_b.value.pct_ci(),
                     c.cell,
@@ -463,5 +464,94 @@ mod tests {
             hi: None,
         };
         assert_eq!(pp(&no_ci), "-6.9 pp (no CI)");
+    }
+}
+
+#[cfg(test)]
+mod same_cell_tests {
+    use super::*;
+    use crate::analysis::model::{Detection, TaxValue};
+    use crate::analysis::same_cell::{MachineTax, SameCell};
+
+    fn tax(est: f64, lo: f64, hi: f64, detection: Detection) -> TaxValue {
+        TaxValue {
+            value: Estimate {
+                est,
+                lo: Some(lo),
+                hi: Some(hi),
+            },
+            unit: "fraction".into(),
+            detection,
+        }
+    }
+
+    fn machine(phase: Phase, name: &str, tax: f64) -> MachineTax {
+        MachineTax {
+            phase,
+            machine: name.into(),
+            tax,
+            launches: vec![0],
+            plain_launches: vec![0],
+        }
+    }
+
+    /// H1 (Phase A, mooncake_both) gets the note with the machine counts when Phase B's
+    /// measurement of its cell disagrees; H5 (Phase B) and an agreeing check get none. Counts by
+    /// hand: Phase A +12% and +14% (2 of 2 above 0), Phase B −16%, −9%, −15% (0 of 3).
+    #[test]
+    fn a_disagreeing_same_cell_is_noted_with_its_machines() {
+        let verdict = |id: &str| Verdict {
+            id: id.into(),
+            title: String::new(),
+            statement: String::new(),
+            estimate: None,
+            unit: "fraction".into(),
+            threshold: String::new(),
+            verdict: VerdictKind::Inconclusive,
+            reason: "base".into(),
+            label: None,
+        };
+        let mut v = Verdicts {
+            schema_version: SCHEMA_VERSION,
+            simulated: false,
+            hypotheses: vec![verdict("h1"), verdict("h5")],
+            success_criteria: vec![],
+            unstable: false,
+        };
+        let mut same = SameCell {
+            config: "mooncake_both".into(),
+            cell: "r2_i4096_o256".into(),
+            metric: "ttft_p90".into(),
+            phase_a: tax(0.13, -0.001, 0.281, Detection::Inconclusive),
+            phase_b: tax(-0.144, -0.281, 0.016, Detection::Inconclusive),
+            difference: tax(-0.243, -0.387, -0.064, Detection::Negative),
+            by_machine: vec![
+                machine(Phase::A, "m1", 0.12),
+                machine(Phase::A, "m2", 0.14),
+                machine(Phase::B, "m3", -0.16),
+                machine(Phase::B, "m4", -0.09),
+                machine(Phase::B, "m5", -0.15),
+            ],
+        };
+        let configs = |_: &str| -> &'static [&'static str] { &["mooncake_both"] };
+        note_same_cell(&mut v, std::slice::from_ref(&same), configs);
+        assert!(
+            v.hypotheses[0]
+                .reason
+                .contains("(above 0 on 0 of Phase B's 3 machines, 2 of Phase A's 2)"),
+            "{}",
+            v.hypotheses[0].reason
+        );
+        assert!(
+            v.hypotheses[0]
+                .reason
+                .starts_with("base; the phases disagree: mooncake_both")
+        );
+        assert_eq!(v.hypotheses[1].reason, "base", "H5 reads Phase B");
+        // Agreeing: no note.
+        same.difference.detection = Detection::Inconclusive;
+        v.hypotheses[0].reason = "base".into();
+        note_same_cell(&mut v, &[same], configs);
+        assert_eq!(v.hypotheses[0].reason, "base");
     }
 }

@@ -4,6 +4,7 @@
 use super::phase_name;
 use crate::analysis::model::{AnalysisResult, Detection, TaxContext, TaxValue};
 use crate::report::fmt;
+use ctax_schema::Phase;
 
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct TaxCell {
@@ -122,6 +123,21 @@ pub(crate) struct SameCellView {
     pub difference: TaxCell,
     /// `agree` or `DISAGREE`.
     pub status: String,
+    /// `A 2/2, B 0/4`: per phase, the machines whose own tax is above 0 of those with both.
+    pub above_zero: String,
+    /// Each machine's own tax, Phase A's then Phase B's.
+    pub machines: Vec<SameCellMachineView>,
+}
+
+/// One machine's point estimate of a tax both phases measured, as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SameCellMachineView {
+    pub phase: String,
+    pub machine: String,
+    /// `l2, l3 vs l3`.
+    pub launches: String,
+    /// `-9.4%`.
+    pub tax: String,
 }
 
 pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
@@ -140,7 +156,33 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
                     )
                 },
             );
+            let ls = |v: &[u32]| {
+                v.iter()
+                    .map(|l| format!("l{l}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let above_zero = [Phase::A, Phase::B]
+                .into_iter()
+                .map(|ph| {
+                    let (up, n) = c.signs(ph);
+                    format!("{} {up}/{n}", ph.tag())
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let machines = c
+                .by_machine
+                .iter()
+                .map(|t| SameCellMachineView {
+                    phase: t.phase.tag().to_owned(),
+                    machine: t.machine.clone(),
+                    launches: format!("{} vs {}", ls(&t.launches), ls(&t.plain_launches)),
+                    tax: fmt::pct(t.tax),
+                })
+                .collect();
             SameCellView {
+                above_zero,
+                machines,
                 config: c.config.clone(),
                 cell,
                 metric: crate::analysis::launch_noise::metric_label(&c.metric).to_owned(),
