@@ -905,8 +905,12 @@ fn machines_and_the_same_cell_are_reported() {
     let out = render(&Fixture { analysis, verdicts });
     let md = out.md();
     assert!(
-        md.contains("| mooncake_both | 2 req/s, 4096/256 | TTFT p90 | A | boot synth-machine-1 | l0, l2 vs l1, l2 |"),
-        "per-machine row"
+        md.contains("| mooncake_both | 2 req/s, 4096/256 | TTFT p90 | A | boot synth-machine-1 | l0 (2nd), l2 (2nd) vs l1 (2nd), l2 (2nd) |"),
+        "per-machine row:\n{}",
+        md.lines()
+            .filter(|l| l.contains("| boot synth-machine-1 | l"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(md.contains("### Machines"), "no Machines section");
     assert!(

@@ -752,6 +752,79 @@ fn plain_on_this_machine_needs_no_anchor() {
     assert!(launches.contains(&("noop_connector".into(), 0)));
 }
 
+/// `--phase-b-first 256/64`: every Phase B launch runs that shape first, right after the
+/// launch's warm-up (2 s in the sim profile, the other cells 1 s), the others in the profile's
+/// order (256/32, 1024/32); `config.json` lists the cells in the order they ran. A shape the
+/// profile lacks is refused before anything starts.
+#[test]
+fn phase_b_first_runs_that_shape_first_after_the_launch_warm_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let o = run(
+        &p,
+        &out,
+        &[
+            "--configs",
+            "plain",
+            "--skip-stage",
+            "4",
+            "--phase-b-first",
+            "4096/256",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("not one of the profile's Phase B shapes"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.join("manifest.jsonl").exists(), "nothing started");
+    let o = run(
+        &p,
+        &out,
+        &[
+            "--configs",
+            "plain",
+            "--skip-stage",
+            "4",
+            "--phase-b-first",
+            "256/64",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("256/64 first in every launch"),
+        "{}",
+        stderr(&o)
+    );
+    let b = run_dirs(&out)
+        .into_iter()
+        .find(|d| config_of(d).phases.contains(&ctax_schema::Phase::B))
+        .expect("a Phase B launch");
+    let planned: Vec<(u32, u32)> = config_of(&b)
+        .cells
+        .iter()
+        .map(|c| (c.cell.input_len, c.cell.output_len))
+        .collect();
+    assert_eq!(planned, [(256, 64), (256, 32), (1024, 32)]);
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(b.join("summary.json")).unwrap()).unwrap();
+    let mut by_start: Vec<(&String, &ctax_schema::CellHealth)> = s.cells.iter().collect();
+    by_start.sort_by_key(|(_, h)| h.t_start_ns);
+    let ran: Vec<&str> = by_start.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(ran.len(), 3);
+    assert!(
+        ran[0].ends_with("_i256_o64") && ran[1].ends_with("_i256_o32"),
+        "{ran:?}"
+    );
+    let warm = |h: &ctax_schema::CellHealth| (h.t_warmup_end_ns - h.t_start_ns) as f64 / 1e9;
+    assert!(
+        (warm(by_start[0].1) - 2.0).abs() < 1e-6,
+        "launch warm-up on the first cell"
+    );
+}
+
 /// `plain_on_every_machine = false`: a root whose plain launch has no recorded machine (another
 /// machine, for the rule) gets no anchor.
 #[test]

@@ -184,7 +184,7 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     }
     warnings.extend(pairing_warnings(&tax_list));
     warnings.extend(order_warning(&machines.order));
-    let same_cell = same_cell::checks(&engine);
+    let same_cell = same_cell::checks(&engine, &same_cell::cell_positions(&ds.runs));
     warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {
         let ((a_up, a_n), (b_up, b_n)) = (c.signs(Phase::A), c.signs(Phase::B));
         format!(

@@ -42,6 +42,62 @@ pub struct MachineTax {
     /// The config's launches and plain's on that machine.
     pub launches: Vec<u32>,
     pub plain_launches: Vec<u32>,
+    /// Where the cell ran in each of those launches ([`cell_positions`]; 0: unknown), in the
+    /// order of `launches` then `plain_launches`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub positions: Vec<u32>,
+}
+
+/// `(config, phase, launch, cell)` of a launch's cell.
+pub(crate) type CellAt = (String, Phase, u32, String);
+
+/// Where each cell ran in its launch: its 1-based place among the cells its server attempt
+/// ran, in start order (`wall_start_unix_ms`). A resume starts a new server, so the count
+/// starts again at 1 on a cell whose warm-up window is longer than its planned one by more than
+/// 0.5 s (the launch warm-up covers the first cell a fresh server measures; a plan without a
+/// warm-up in seconds, as `ctax synth` writes, is not read) or that started more than
+/// [`NEW_SERVER_GAP_S`] after the previous cell ended (a server start lies between).
+const NEW_SERVER_GAP_S: f64 = 60.0;
+
+pub(crate) fn cell_positions(
+    runs: &[crate::ingest::Run],
+) -> std::collections::BTreeMap<CellAt, u32> {
+    let mut out = std::collections::BTreeMap::new();
+    for run in runs {
+        let Some(summary) = &run.summary else {
+            continue;
+        };
+        let planned_warmup = |h: &ctax_schema::CellHealth| {
+            run.run_config.as_ref().and_then(|c| {
+                c.cells
+                    .iter()
+                    .find(|p| p.phase == h.phase && p.cell.name() == h.cell)
+                    .map(|p| p.warmup_s)
+            })
+        };
+        let mut cells: Vec<&ctax_schema::CellHealth> = summary.cells.values().collect();
+        cells.sort_by_key(|h| (h.wall_start_unix_ms, h.t_start_ns));
+        let mut pos = 0;
+        let mut prev_end_ms: Option<f64> = None;
+        for h in cells {
+            let span = |a: u64, b: u64| b.saturating_sub(a) as f64 / 1e9;
+            let warm = span(h.t_start_ns, h.t_warmup_end_ns);
+            let longer_warmup = planned_warmup(h).is_some_and(|w| w > 0.0 && warm > w + 0.5);
+            let start_ms = h.wall_start_unix_ms as f64;
+            let gap = prev_end_ms.is_some_and(|e| (start_ms - e) / 1e3 > NEW_SERVER_GAP_S);
+            pos = if prev_end_ms.is_none() || longer_warmup || gap {
+                1
+            } else {
+                pos + 1
+            };
+            prev_end_ms = Some(start_ms + span(h.t_start_ns, h.t_end_ns) * 1e3);
+            out.insert(
+                (run.config.clone(), h.phase, run.launch, h.cell.clone()),
+                pos,
+            );
+        }
+    }
+    out
 }
 
 impl SameCell {
@@ -67,7 +123,10 @@ impl SameCell {
 }
 
 /// Every (config, cell, metric) with a tax in both Phase A and Phase B.
-pub(crate) fn checks(engine: &TaxEngine) -> Vec<SameCell> {
+pub(crate) fn checks(
+    engine: &TaxEngine,
+    positions: &std::collections::BTreeMap<CellAt, u32>,
+) -> Vec<SameCell> {
     let mut out = Vec::new();
     let mut keys: Vec<(&str, &str)> = engine
         .stats
@@ -100,12 +159,26 @@ pub(crate) fn checks(engine: &TaxEngine) -> Vec<SameCell> {
                         .relative_by_machine(config, ph, cell, m)
                         .unwrap_or_default()
                         .into_iter()
-                        .map(move |d| MachineTax {
-                            phase: ph,
-                            machine: d.machine,
-                            tax: d.est,
-                            launches: d.a,
-                            plain_launches: d.b,
+                        .map(move |d| {
+                            let at = |c: &str, l: &u32| {
+                                positions
+                                    .get(&(c.to_owned(), ph, *l, cell.to_owned()))
+                                    .copied()
+                                    .unwrap_or(0)
+                            };
+                            let positions =
+                                d.a.iter()
+                                    .map(|l| at(config, l))
+                                    .chain(d.b.iter().map(|l| at("plain", l)))
+                                    .collect();
+                            MachineTax {
+                                phase: ph,
+                                machine: d.machine,
+                                tax: d.est,
+                                launches: d.a,
+                                plain_launches: d.b,
+                                positions,
+                            }
                         })
                 })
                 .collect();
@@ -121,4 +194,78 @@ pub(crate) fn checks(engine: &TaxEngine) -> Vec<SameCell> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// mooncake_both l2 of the archive (Phase B): five shapes on one machine, then its sixth,
+    /// 4096/1024, resumed on another machine (30-s launch warm-up on 512/64 and on 4096/1024,
+    /// 5 s on the others, read from its summary.json by hand): places 1–5, then 1 again. The
+    /// same launch without its planned warm-ups (as `ctax synth` writes them) finds the resume
+    /// by the gap between the cells (10.6 h).
+    #[test]
+    fn a_cell_s_place_in_its_launch_restarts_with_a_resumed_server() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("results/h200x2-2026-11-30/20261203-022038_mooncake_both_l2");
+        let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+        let mut run = crate::ingest::Run {
+            dir_name: "20261203-022038_mooncake_both_l2".into(),
+            path: dir.clone(),
+            config: "mooncake_both".into(),
+            launch: 2,
+            run_config: Some(serde_json::from_slice(&read("config.json")).unwrap()),
+            summary: Some(serde_json::from_slice(&read("summary.json")).unwrap()),
+            env: Default::default(),
+            cells: Default::default(),
+            artifacts: Default::default(),
+        };
+        let expect = [
+            ("r2_i512_o64", 1),
+            ("r2_i512_o256", 2),
+            ("r2_i512_o1024", 3),
+            ("r2_i4096_o64", 4),
+            ("r2_i4096_o256", 5),
+            ("r2_i4096_o1024", 1),
+        ];
+        let check = |run: &crate::ingest::Run| {
+            let pos = cell_positions(std::slice::from_ref(run));
+            for (cell, p) in expect {
+                let key = ("mooncake_both".to_owned(), Phase::B, 2, cell.to_owned());
+                assert_eq!(pos.get(&key), Some(&p), "{cell}");
+            }
+        };
+        check(&run);
+        // Without the gap (the resumed cell moved to 1 s after 4096/256 ended): the longer
+        // warm-up alone finds the new server.
+        let mut near = run.clone();
+        {
+            let cells = &mut near.summary.as_mut().unwrap().cells;
+            let before = &cells["B/r2_i4096_o256"];
+            let end_ms =
+                before.wall_start_unix_ms + (before.t_end_ns - before.t_start_ns) / 1_000_000;
+            cells
+                .get_mut("B/r2_i4096_o1024")
+                .unwrap()
+                .wall_start_unix_ms = end_ms + 1_000;
+        }
+        check(&near);
+        for c in &mut run.run_config.as_mut().unwrap().cells {
+            c.warmup_s = 0.0;
+        }
+        check(&run);
+        // Neither: counted on (6th).
+        for c in &mut near.run_config.as_mut().unwrap().cells {
+            c.warmup_s = 0.0;
+        }
+        let pos = cell_positions(std::slice::from_ref(&near));
+        let key = (
+            "mooncake_both".to_owned(),
+            Phase::B,
+            2,
+            "r2_i4096_o1024".to_owned(),
+        );
+        assert_eq!(pos.get(&key), Some(&6));
+    }
 }

@@ -105,6 +105,13 @@ pub struct RunArgs {
     /// the stretch; an A/A on one machine). Costs one plain launch per stage and machine.
     #[arg(long)]
     pub plain_last: bool,
+    /// Phase B: run this shape (`IN/OUT`, one of the profile's `phase_b.shapes`) first in every
+    /// launch of this sweep, right after the launch's warm-up as Phase A's ref_safe cell runs;
+    /// the other shapes keep the profile's order. Tests whether a tax depends on the cell's
+    /// place in the launch (DESIGN.md §4.3 "The same cell in both phases"); each launch's
+    /// `config.json` lists its cells in the order they ran.
+    #[arg(long, value_name = "IN/OUT")]
+    pub phase_b_first: Option<String>,
     /// Print the launches this run would start, in order per slot (anchors, closing plains,
     /// launches to resume, complete launches skipped), and exit: no server, no pre-flight, no
     /// file written. Phase B uses the root's reference_rates.json as it is now.
@@ -135,6 +142,8 @@ struct Ctx {
     pub rerun_capped: bool,
     /// `--plain-last`.
     pub plain_last: bool,
+    /// `--phase-b-first`: the Phase B shape each launch runs first.
+    pub phase_b_first: Option<(u32, u32)>,
     /// `--dry-run`: stages print their launches instead of running them.
     pub dry_run: bool,
 }
@@ -282,7 +291,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !shard.is_whole() {
         eprintln!("[ctax] shard {shard}: this host runs its part of the plan");
     }
+    let phase_b_first = args
+        .phase_b_first
+        .as_deref()
+        .map(|s| plan::parse_first_shape(s, p.phase_b.as_ref().map(|b| &b.shapes[..])))
+        .transpose()?;
     let ctx = Ctx {
+        phase_b_first,
         root: root.clone(),
         repo,
         profile: p,
@@ -453,8 +468,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             ),
             Some(rate) => {
                 eprintln!(
-                    "[ctax] stage 3: Phase B at {} req/s",
-                    ctax_schema::fmt_rate(rate)
+                    "[ctax] stage 3: Phase B at {} req/s{}",
+                    ctax_schema::fmt_rate(rate),
+                    ctx.phase_b_first
+                        .map(|(i, o)| format!(", {i}/{o} first in every launch"))
+                        .unwrap_or_default()
                 );
                 let ref_load = refs.as_ref().and_then(|r| r.ref_load);
                 // Configs with Phase A data (all shards' when the rates came from a merged root).
@@ -469,22 +487,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     .cloned()
                     .collect();
                 let cells_of = |u: &Unit| -> Vec<PlannedCell> {
-                    let mut cells: Vec<PlannedCell> = b
-                        .shapes
-                        .iter()
-                        .map(|&(i, o)| {
-                            planned(
-                                &ctx,
-                                Phase::B,
-                                Cell {
-                                    rate,
-                                    input_len: i,
-                                    output_len: o,
-                                },
-                                &b.timing,
-                            )
-                        })
-                        .collect();
+                    let mut cells: Vec<PlannedCell> =
+                        plan::shapes_in_order(&b.shapes, ctx.phase_b_first)
+                            .into_iter()
+                            .map(|(i, o)| {
+                                planned(
+                                    &ctx,
+                                    Phase::B,
+                                    Cell {
+                                        rate,
+                                        input_len: i,
+                                        output_len: o,
+                                    },
+                                    &b.timing,
+                                )
+                            })
+                            .collect();
                     if let (Some(bp), Some(rl)) = (&ctx.profile.phase_bp, ref_load)
                         && rl != rate
                         && bp.configs.contains(&u.config)

@@ -182,6 +182,41 @@ pub(crate) fn stage_plan(
     blocks
 }
 
+/// `shapes` with `first` moved to the front (`--phase-b-first`); the others keep their order.
+pub(crate) fn shapes_in_order(shapes: &[(u32, u32)], first: Option<(u32, u32)>) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = first.into_iter().filter(|f| shapes.contains(f)).collect();
+    out.extend(shapes.iter().filter(|s| Some(**s) != first));
+    out
+}
+
+/// `--phase-b-first IN/OUT`: the shape, which must be one of the profile's Phase B shapes.
+pub(crate) fn parse_first_shape(
+    arg: &str,
+    shapes: Option<&[(u32, u32)]>,
+) -> anyhow::Result<(u32, u32)> {
+    let listed = |s: &[(u32, u32)]| {
+        s.iter()
+            .map(|(i, o)| format!("{i}/{o}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let shape = arg
+        .split_once('/')
+        .and_then(|(i, o)| Some((i.trim().parse().ok()?, o.trim().parse().ok()?)))
+        .ok_or_else(|| {
+            anyhow::anyhow!("--phase-b-first {arg:?}: expected IN/OUT token counts, e.g. 4096/256")
+        })?;
+    let shapes = shapes.ok_or_else(|| {
+        anyhow::anyhow!("--phase-b-first {arg}: the profile has no phase_b section")
+    })?;
+    anyhow::ensure!(
+        shapes.contains(&shape),
+        "--phase-b-first {arg}: not one of the profile's Phase B shapes ({})",
+        listed(shapes)
+    );
+    Ok(shape)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +228,35 @@ mod tests {
         p.configs = configs.iter().map(|s| (*s).to_owned()).collect();
         p.launches = launches;
         p
+    }
+
+    /// By hand: the seed's order 512/64, 512/256, 4096/64, 4096/256 with 4096/256 first gives
+    /// 4096/256, 512/64, 512/256, 4096/64; without `first`, or a shape not listed, unchanged.
+    #[test]
+    fn a_phase_b_shape_runs_first_and_the_rest_keep_their_order() {
+        let shapes = [(512, 64), (512, 256), (4096, 64), (4096, 256)];
+        assert_eq!(
+            shapes_in_order(&shapes, Some((4096, 256))),
+            [(4096, 256), (512, 64), (512, 256), (4096, 64)]
+        );
+        assert_eq!(shapes_in_order(&shapes, None), shapes);
+        assert_eq!(shapes_in_order(&shapes, Some((1, 2))), shapes);
+        assert_eq!(
+            parse_first_shape(" 4096/256", Some(&shapes)).unwrap(),
+            (4096, 256)
+        );
+        let e = parse_first_shape("4096/1024", Some(&shapes))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not one of") && e.contains("512/64, 512/256"),
+            "{e}"
+        );
+        let e = parse_first_shape("4096x256", Some(&shapes))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected IN/OUT"), "{e}");
+        assert!(parse_first_shape("4096/256", None).is_err());
     }
 
     fn all(blocks: &[Block]) -> Vec<Unit> {

@@ -86,6 +86,18 @@ pub(crate) fn pct(frac: f64) -> String {
     }
 }
 
+/// `1st`, `2nd`, `3rd`, `4th` … `11th`, `12th`, `13th`, `21st`.
+pub(crate) fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// A fraction as an unsigned percentage (shares, ratios of throughput): `0.95` → `95.0%`.
 pub(crate) fn share(frac: f64) -> String {
     if !frac.is_finite() {

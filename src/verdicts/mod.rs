@@ -492,6 +492,7 @@ mod same_cell_tests {
             tax,
             launches: vec![0],
             plain_launches: vec![0],
+            positions: vec![],
         }
     }
 

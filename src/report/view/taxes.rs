@@ -156,12 +156,6 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
                     )
                 },
             );
-            let ls = |v: &[u32]| {
-                v.iter()
-                    .map(|l| format!("l{l}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
             let above_zero = [Phase::A, Phase::B]
                 .into_iter()
                 .map(|ph| {
@@ -173,11 +167,29 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
             let machines = c
                 .by_machine
                 .iter()
-                .map(|t| SameCellMachineView {
-                    phase: t.phase.tag().to_owned(),
-                    machine: t.machine.clone(),
-                    launches: format!("{} vs {}", ls(&t.launches), ls(&t.plain_launches)),
-                    tax: fmt::pct(t.tax),
+                .map(|t| {
+                    // `l3 (5th)`: where the cell ran in that launch, when known.
+                    let at = |ls: &[u32], pos: &[u32]| {
+                        ls.iter()
+                            .enumerate()
+                            .map(|(i, l)| match pos.get(i).copied().unwrap_or(0) {
+                                0 => format!("l{l}"),
+                                p => format!("l{l} ({})", fmt::ordinal(p)),
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    };
+                    let k = t.launches.len().min(t.positions.len());
+                    SameCellMachineView {
+                        phase: t.phase.tag().to_owned(),
+                        machine: t.machine.clone(),
+                        launches: format!(
+                            "{} vs {}",
+                            at(&t.launches, &t.positions[..k]),
+                            at(&t.plain_launches, &t.positions[k..])
+                        ),
+                        tax: fmt::pct(t.tax),
+                    }
                 })
                 .collect();
             SameCellView {
