@@ -746,6 +746,67 @@ fn a_detectable_aa_tax_marks_the_dataset_unstable() {
     assert!(h1.reason.starts_with("UNSTABLE DATASET"), "{}", h1.reason);
 }
 
+/// Truth: plain, mooncake_both and nixl_both, four launches each, l0 and l1 on machine 0 and l2
+/// and l3 on machine 1; mooncake_both's l1 (machine 0) ran 60% slower. The screen sets
+/// mooncake_both apart (its launches on machine 0 differ by log 1.6 against a 3% launch noise),
+/// and it does so only because of machine 0: without machine 0's launches mooncake_both's two
+/// remaining launches are as quiet as the others', so machine 0 is listed as a flip that sets
+/// apart mooncake_both's TTFT and TPOT in every cell and no other config's, nothing of those
+/// only without it, and a warning names it.
+#[test]
+fn a_screen_decision_resting_on_one_machine_is_named() {
+    let on_two = |c: SynthConfig| SynthConfig {
+        machines: vec![0, 0, 1, 1],
+        ..c
+    };
+    let mut s = spec(vec![
+        on_two(SynthConfig::new("plain", 1.0, 1.0)),
+        on_two(SynthConfig {
+            slow_launch: Some((1, 1.6)),
+            ..SynthConfig::new("mooncake_both", 1.0, 1.0)
+        }),
+        on_two(SynthConfig::new("nixl_both", 1.0, 1.0)),
+    ]);
+    s.launches = 4;
+    s.launch_sigma = 0.03;
+    s.machine_levels = vec![1.0, 0.9];
+    let r = run(&s);
+    let noise = &r.summary.launch_noise;
+    assert!(
+        noise.own.iter().any(|o| o.config == "mooncake_both"),
+        "mooncake_both set apart with every machine: {:?}",
+        noise.own
+    );
+    let flip = noise
+        .screen_flips
+        .iter()
+        .find(|f| f.machine == "boot synth-machine-0")
+        .unwrap_or_else(|| panic!("machine 0 decides the screen: {:?}", noise.screen_flips));
+    // TTFT and TPOT: mooncake_both only, in every cell (the slow launch is slow everywhere).
+    // (The step statistics carry no launch level in the synthetic data: a chance flag there
+    // is not the slow launch's.)
+    let latency = |l: &&String| l.contains(" TTFT p90 ") || l.contains(" TPOT p90 ");
+    for rate in [1, 2, 4] {
+        let label = format!("mooncake_both TTFT p90 in A/r{rate}_i4096_o256");
+        assert!(flip.only_with.contains(&label), "{label}: {flip:?}");
+    }
+    assert!(
+        flip.only_with
+            .iter()
+            .filter(latency)
+            .all(|l| l.starts_with("mooncake_both ")),
+        "{flip:?}"
+    );
+    assert!(!flip.only_without.iter().any(|l| latency(&l)), "{flip:?}");
+    assert!(
+        r.summary.warnings.iter().any(|w| w.contains(
+            "the launch-noise screen rests on one machine: without the launches of boot synth-machine-0 it would no longer set apart mooncake_both"
+        )),
+        "{:?}",
+        r.summary.warnings
+    );
+}
+
 /// Truth: Poisson arrivals at 1-16 req/s, capacity far above (no queue), cells as the GPU
 /// profiles run them (40 s of sends, at least 80 measured requests). Criterion 1 judges the
 /// requests actually scheduled in the window (their ok share × their completion pace), so it

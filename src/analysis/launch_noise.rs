@@ -118,6 +118,10 @@ pub struct LaunchNoiseSummary {
     /// over every cell): each carries its own variance there, and the pools above leave it out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub own: Vec<OwnNoise>,
+    /// The machines whose launches decide part of that screen ([`screen_without_each_machine`]):
+    /// left out, the screen sets apart other configs than with them in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub screen_flips: Vec<ScreenFlip>,
     /// Per metric, with launches in more than one phase: each phase's own variance (its cells'
     /// residuals, df its launch contrasts), of which `metrics` is the df-weighted mean. A phase
     /// whose variance is larger than the other phases' ([`Self::noisier_phases`]) carries a pool
@@ -291,6 +295,74 @@ pub struct OwnNoise {
     pub p_adjusted: f64,
 }
 
+/// A machine without whose launches the launch-noise screen ([`OwnNoise`]) sets apart other
+/// configs: what it sets apart only with them in, and only without them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScreenFlip {
+    pub machine: String,
+    /// `mooncake_both TTFT p90 in A/r6_i4096_o256` (or `over every cell`).
+    pub only_with: Vec<String>,
+    pub only_without: Vec<String>,
+}
+
+/// What the screen set apart, as `config metric in cell` labels.
+fn screened(s: &LaunchNoiseSummary) -> std::collections::BTreeSet<String> {
+    s.own
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {} {}",
+                o.config,
+                metric_label(&o.metric),
+                o.cell
+                    .as_deref()
+                    .map_or_else(|| "over every cell".to_owned(), |c| format!("in {c}"))
+            )
+        })
+        .collect()
+}
+
+/// The screen's stability: [`NoiseModel::estimate`] again with each machine's launches left out
+/// in turn, and the machines whose absence changes what the screen sets apart (a decision on
+/// few degrees of freedom can rest on one machine: on the H200 one more machine's launches at
+/// 6 req/s stopped setting mooncake_both apart there, and Phase B's pooled noise rose from
+/// ±7.8% to ±12.6%). A machine whose launches are the only ones of some cell is left out too;
+/// the comparison is of what both screens could test.
+pub(crate) fn screen_without_each_machine(
+    pooled: &[CellStats],
+    per_launch: &[CellStats],
+    resamples: usize,
+    seed: u64,
+    full: &LaunchNoiseSummary,
+) -> Vec<ScreenFlip> {
+    let with = screened(full);
+    let mut machines: Vec<&str> = per_launch
+        .iter()
+        .filter_map(|c| c.machine.as_deref())
+        .collect();
+    machines.sort_unstable();
+    machines.dedup();
+    machines
+        .into_iter()
+        .filter_map(|m| {
+            let rest: Vec<CellStats> = per_launch
+                .iter()
+                .filter(|c| c.machine.as_deref() != Some(m))
+                .cloned()
+                .collect();
+            let (_, s) = NoiseModel::estimate(pooled, &rest, resamples, seed);
+            let without = screened(&s);
+            let only_with: Vec<String> = with.difference(&without).cloned().collect();
+            let only_without: Vec<String> = without.difference(&with).cloned().collect();
+            (!only_with.is_empty() || !only_without.is_empty()).then(|| ScreenFlip {
+                machine: m.to_owned(),
+                only_with,
+                only_without,
+            })
+        })
+        .collect()
+}
+
 /// `A/r2_i4096_o256`: how the summary names a cell's own noise.
 pub(crate) fn cell_tag(phase: Phase, cell: &str) -> String {
     format!("{phase}/{cell}")
@@ -371,6 +443,7 @@ impl NoiseModel {
             metrics: BTreeMap::new(),
             cells: BTreeMap::new(),
             own: Vec::new(),
+            screen_flips: Vec::new(),
             phases: BTreeMap::new(),
             method: METHOD.into(),
         };

@@ -140,11 +140,18 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
             c.incomplete_reasons.join("; ")
         ));
     }
-    let (noise, launch_noise) = launch_noise::NoiseModel::estimate(
+    let (noise, mut launch_noise) = launch_noise::NoiseModel::estimate(
         &cells,
         &per_launch,
         opts.bootstrap.resamples,
         opts.bootstrap.seed,
+    );
+    launch_noise.screen_flips = launch_noise::screen_without_each_machine(
+        &cells,
+        &per_launch,
+        opts.bootstrap.resamples,
+        opts.bootstrap.seed,
+        &launch_noise,
     );
     let engine = TaxEngine::new(&rep, &samples, &cells, &noise);
     let tax_list = engine.all(&reference_rates);
@@ -158,6 +165,22 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     let mut machines = machines::summarize(&cells, &per_launch, &launch_noise);
     machines.order = launch_order::of_taxes(&per_launch, &tax_list);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
+    for f in &launch_noise.screen_flips {
+        let part =
+            |what: &str, v: &[String]| (!v.is_empty()).then(|| format!("{what} {}", v.join(", ")));
+        let changes: Vec<String> = [
+            part("would no longer set apart", &f.only_with),
+            part("would set apart", &f.only_without),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        warnings.push(format!(
+            "the launch-noise screen rests on one machine: without the launches of {} it {}; the pools, and the CIs of every config and cell that carry them, would move with it",
+            f.machine,
+            changes.join(" and ")
+        ));
+    }
     for n in launch_noise.noisier_phases() {
         // The pool is the df-weighted mean of the phases' variances: below the noisier
         // phase's own, whichever phase has more df.
