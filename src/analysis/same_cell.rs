@@ -51,14 +51,16 @@ pub struct MachineTax {
 /// `(config, phase, launch, cell)` of a launch's cell.
 pub(crate) type CellAt = (String, Phase, u32, String);
 
+/// A cell that started this long after the previous cell of its run directory ended had a
+/// server start between them ([`cell_positions`]).
+const NEW_SERVER_GAP_S: f64 = 60.0;
+
 /// Where each cell ran in its launch: its 1-based place among the cells its server attempt
 /// ran, in start order (`wall_start_unix_ms`). A resume starts a new server, so the count
 /// starts again at 1 on a cell whose warm-up window is longer than its planned one by more than
 /// 0.5 s (the launch warm-up covers the first cell a fresh server measures; a plan without a
 /// warm-up in seconds, as `ctax synth` writes, is not read) or that started more than
 /// [`NEW_SERVER_GAP_S`] after the previous cell ended (a server start lies between).
-const NEW_SERVER_GAP_S: f64 = 60.0;
-
 pub(crate) fn cell_positions(
     runs: &[crate::ingest::Run],
 ) -> std::collections::BTreeMap<CellAt, u32> {
@@ -110,9 +112,7 @@ impl SameCell {
             .collect();
         (m.iter().filter(|t| t.tax > 0.0).count(), m.len())
     }
-}
 
-impl SameCell {
     /// The two measurements disagree beyond their CIs.
     pub fn disagrees(&self) -> bool {
         matches!(
@@ -143,43 +143,39 @@ pub(crate) fn checks(
     keys.sort_by_key(|(c, cell)| (super::model::config_order(c), cell.to_string()));
     for (config, cell) in keys {
         for (m, name) in [(Metric::TtftP90, "ttft_p90"), (Metric::TpotP90, "tpot_p90")] {
-            let (Ok(a), Ok(b)) = (
-                engine.relative(config, Phase::A, cell, m),
-                engine.relative(config, Phase::B, cell, m),
+            let (Ok((a, a_terms)), Ok((b, b_terms))) = (
+                engine.relative_by_machine(config, Phase::A, cell, m),
+                engine.relative_by_machine(config, Phase::B, cell, m),
             ) else {
                 continue;
             };
             let d = ((1.0 + b.0) / (1.0 + a.0) - 1.0, {
                 super::replicates::combine2(&b.1, &a.1, |y, x| (1.0 + y) / (1.0 + x) - 1.0)
             });
-            let by_machine = [Phase::A, Phase::B]
+            let by_machine = [(Phase::A, a_terms), (Phase::B, b_terms)]
                 .into_iter()
-                .flat_map(|ph| {
-                    engine
-                        .relative_by_machine(config, ph, cell, m)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(move |d| {
-                            let at = |c: &str, l: &u32| {
-                                positions
-                                    .get(&(c.to_owned(), ph, *l, cell.to_owned()))
-                                    .copied()
-                                    .unwrap_or(0)
-                            };
-                            let positions =
-                                d.a.iter()
-                                    .map(|l| at(config, l))
-                                    .chain(d.b.iter().map(|l| at("plain", l)))
-                                    .collect();
-                            MachineTax {
-                                phase: ph,
-                                machine: d.machine,
-                                tax: d.est,
-                                launches: d.a,
-                                plain_launches: d.b,
-                                positions,
-                            }
-                        })
+                .flat_map(|(ph, terms)| {
+                    terms.into_iter().map(move |d| {
+                        let at = |c: &str, l: &u32| {
+                            positions
+                                .get(&(c.to_owned(), ph, *l, cell.to_owned()))
+                                .copied()
+                                .unwrap_or(0)
+                        };
+                        let positions =
+                            d.a.iter()
+                                .map(|l| at(config, l))
+                                .chain(d.b.iter().map(|l| at("plain", l)))
+                                .collect();
+                        MachineTax {
+                            phase: ph,
+                            machine: d.machine,
+                            tax: d.est,
+                            launches: d.a,
+                            plain_launches: d.b,
+                            positions,
+                        }
+                    })
                 })
                 .collect();
             out.push(SameCell {

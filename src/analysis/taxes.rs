@@ -36,6 +36,9 @@ const BASELINE: &str = "plain";
 /// Picks one metric's samples out of a launch.
 type Getter = fn(&LaunchSamples) -> &Vec<f64>;
 
+/// A statistic's estimate and its replicates.
+pub(crate) type Estimated = (f64, Vec<f64>);
+
 /// Which latency statistic a tax is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Metric {
@@ -255,24 +258,25 @@ impl<'a> TaxEngine<'a> {
             .relative())
     }
 
-    /// The relative tax `X/plain − 1` on each machine both ran on (point estimates: the terms
-    /// [`Self::relative`] combines), or why there is none.
+    /// [`Self::relative`] with its terms: the relative tax `X/plain − 1` on each machine both
+    /// ran on (point estimates, what the weighted mean combines), from the one comparison.
     pub(crate) fn relative_by_machine(
         &self,
         config: &str,
         phase: Phase,
         cell: &str,
         m: Metric,
-    ) -> Result<Vec<MachineDiff>, String> {
-        Ok(self
-            .against_plain(config, phase, cell, m, f64::ln)?
+    ) -> Result<(Estimated, Vec<MachineDiff>), String> {
+        let pair = self.against_plain(config, phase, cell, m, f64::ln)?;
+        let terms = pair
             .per_machine
-            .into_iter()
+            .iter()
             .map(|d| MachineDiff {
                 est: d.est.exp_m1(),
-                ..d
+                ..d.clone()
             })
-            .collect())
+            .collect();
+        Ok((pair.relative(), terms))
     }
 
     /// A tax value from `ms`' replicates: its CI and whether the CI detects anything.

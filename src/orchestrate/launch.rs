@@ -169,7 +169,7 @@ pub(crate) fn run(
 
     let plan_dir = ctx.root.join(".ctax");
     std::fs::create_dir_all(&plan_dir)?;
-    let plan = plan_dir.join(format!("plan_{}.json", rc.run_dir));
+    let plan = plan_dir.join(plan_file(&rc.run_dir));
     crate::fsutil::write_json_atomic(&plan, &serde_json::json!({ "cells": todo }))?;
     let code = run_collector(ctx, slot, config, launch, &plan, &dir)?;
     let stop_s = srv.stop(&spec);
@@ -372,4 +372,15 @@ fn run_collector(
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The name, in the root's `.ctax/`, of the plan a launch attempt in `run_dir` hands the
+/// collector (the cells it runs).
+pub(crate) fn plan_file(run_dir: &str) -> String {
+    format!("plan_{run_dir}.json")
+}
+
+/// The run directory a plan's file name ([`plan_file`]) belongs to.
+pub(crate) fn plan_run_dir(file: &str) -> Option<&str> {
+    file.strip_prefix("plan_")?.strip_suffix(".json")
 }

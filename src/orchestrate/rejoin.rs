@@ -58,20 +58,23 @@ pub(crate) fn lock_root(root: &Path, exclusive: bool) -> anyhow::Result<crate::f
     let path = root.join(ROOT_LOCK);
     let lock = crate::fsutil::try_lock(&path, exclusive)
         .with_context(|| format!("taking the lock {}", path.display()))?;
-    lock.ok_or_else(|| {
-        if exclusive {
-            anyhow::anyhow!(
-                "{} is in use: a `ctax run` (or another `ctax rejoin`) holds {ROOT_LOCK}; rejoin \
-                 once it has ended; nothing joined",
-                root.display()
-            )
-        } else {
-            anyhow::anyhow!(
-                "{} is in use: a `ctax rejoin` into it holds {ROOT_LOCK}; run once it has ended",
-                root.display()
-            )
-        }
-    })
+    lock.ok_or_else(|| in_use(root, exclusive))
+}
+
+/// Why [`ROOT_LOCK`] was refused: the other side holds it.
+fn in_use(root: &Path, exclusive: bool) -> anyhow::Error {
+    if exclusive {
+        anyhow::anyhow!(
+            "{} is in use: a `ctax run` (or another `ctax rejoin`) holds {ROOT_LOCK}; rejoin once \
+             it has ended; nothing joined",
+            root.display()
+        )
+    } else {
+        anyhow::anyhow!(
+            "{} is in use: a `ctax rejoin` into it holds {ROOT_LOCK}; run once it has ended",
+            root.display()
+        )
+    }
 }
 
 /// The shared lock a sweep holds on `root` ([`lock_root`]). A filesystem that refuses locks
@@ -82,7 +85,7 @@ pub(crate) fn lock_for_sweep(root: &Path) -> anyhow::Result<Option<crate::fsutil
     let path = root.join(ROOT_LOCK);
     match crate::fsutil::try_lock(&path, false) {
         Ok(Some(lock)) => Ok(Some(lock)),
-        Ok(None) => lock_root(root, false).map(Some),
+        Ok(None) => Err(in_use(root, false)),
         Err(e) => {
             eprintln!(
                 "[ctax] warning: could not lock {} ({e}); a `ctax rejoin` into this root during \
@@ -284,7 +287,7 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
             let plan_of_other = sub == ".ctax"
                 && name
                     .to_str()
-                    .and_then(|n| n.strip_prefix("plan_")?.strip_suffix(".json"))
+                    .and_then(super::launch::plan_run_dir)
                     .is_some_and(|d| !joined.contains(d));
             if e.file_type()?.is_file()
                 && rel != Path::new(skeleton::MARKER)
@@ -400,22 +403,18 @@ fn config_time(dir: &Path) -> std::time::SystemTime {
 /// `config.json`) has a `config.json` that does not parse: [`resume::runs`] would leave it out,
 /// so its launch would not join and nothing would say why.
 fn check_configs(back: &Path) -> anyhow::Result<()> {
-    for e in archive::sorted_entries(back)? {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let cfg = e.path().join("config.json");
-        if name.starts_with('.')
-            || ["preflight", "analysis", "report"].contains(&name.as_str())
-            || !e.file_type()?.is_dir()
-            || std::fs::symlink_metadata(&cfg).is_err()
-        {
+    for dir in resume::run_dir_candidates(back) {
+        let cfg = dir.join("config.json");
+        if std::fs::symlink_metadata(&cfg).is_err() {
             continue;
         }
         let bytes = std::fs::read(&cfg).with_context(|| format!("reading {}", cfg.display()))?;
         if let Err(why) = serde_json::from_slice::<ctax_schema::RunConfig>(&bytes) {
             anyhow::bail!(
                 "{}: not a run directory's config.json ({why}): its launch would not join; \
-                 repair or remove {name}, then rejoin; nothing joined",
-                cfg.display()
+                 repair or remove {}, then rejoin; nothing joined",
+                cfg.display(),
+                dir.display()
             );
         }
     }

@@ -24,13 +24,22 @@ pub(crate) enum Todo {
 
 /// Every run directory of `root` (a directory with a readable `config.json`), sorted by name.
 pub(crate) fn runs(root: &Path) -> Vec<(PathBuf, RunConfig)> {
+    run_dir_candidates(root)
+        .into_iter()
+        .filter_map(|d| read_config(&d).map(|rc| (d, rc)))
+        .collect()
+}
+
+/// The directories of `root` that may be run directories, sorted: every visible one (hidden
+/// directories are never runs: an interrupted `ctax rejoin` leaves `.rejoin-*`). [`runs`] keeps
+/// those whose `config.json` parses.
+pub(crate) fn run_dir_candidates(root: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(root) else {
         return Vec::new();
     };
     let mut dirs: Vec<PathBuf> = rd
         .flatten()
         .map(|e| e.path())
-        // Hidden directories are never runs (an interrupted `ctax rejoin` leaves `.rejoin-*`).
         .filter(|p| {
             p.is_dir()
                 && !p
@@ -39,9 +48,7 @@ pub(crate) fn runs(root: &Path) -> Vec<(PathBuf, RunConfig)> {
         })
         .collect();
     dirs.sort();
-    dirs.into_iter()
-        .filter_map(|d| read_config(&d).map(|rc| (d, rc)))
-        .collect()
+    dirs
 }
 
 /// The run directory's `config.json`, if readable.
