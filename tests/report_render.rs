@@ -902,6 +902,7 @@ fn machines_and_the_same_cell_are_reported() {
             phase_tax.value
         );
     }
+    let taxes = (same.phase_a.value.est, same.phase_b.value.est);
     let out = render(&Fixture { analysis, verdicts });
     let md = out.md();
     assert!(
@@ -958,6 +959,21 @@ fn machines_and_the_same_cell_are_reported() {
     );
     assert!(md.contains("### The same cell in both phases"));
     assert!(md.contains("| mooncake_both | 2 req/s, 4096/256 | TTFT p90 |"));
+    // By place: a synthetic launch runs Phase A's rates then Phase B's shape, so the cell is
+    // Phase A's 2nd (after 1 req/s) and Phase B's 3rd; machine 1 gives one term in each, both
+    // above 0 (a 20% tax), each group's median is that term, which is the phase's tax; no
+    // group ran it 1st, so there is no test.
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| mooncake_both | 2 req/s, 4096/256 | TTFT p90 |"))
+        .unwrap();
+    let part = format!(
+        "| 2nd on 1 machine (A 1), tax above 0 on 1, median {:+.1}%; 3rd on 1 (B 1), above 0 on 1, median {:+.1}% |",
+        taxes.0 * 100.0,
+        taxes.1 * 100.0
+    );
+    assert!(row.contains(&part), "{part} not in {row}");
+    assert!(!row.contains("rank-sum"));
     let html = out.html();
     assert!(html.contains("id=\"taxes-machines\"") && html.contains("href=\"#taxes-machines\""));
     assert!(html.contains("id=\"taxes-same-cell\""));

@@ -12,6 +12,7 @@
 //! | did plain run before, after or around each config on its machines? | [`launch_order`] |
 //! | does the cell both phases measure give the same tax in both? | [`same_cell`] |
 //! | which conventions do the numbers follow? | [`conventions`] |
+//! | how are numbers written into warnings and reasons? | [`words`] |
 //! | what do the output files contain? | [`model`] |
 
 mod calibration;
@@ -26,6 +27,7 @@ pub mod same_cell;
 pub(crate) mod samples;
 pub(crate) mod saturation;
 pub mod taxes;
+pub(crate) mod words;
 
 use std::collections::BTreeMap;
 
@@ -210,8 +212,11 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     let same_cell = same_cell::checks(&engine, &same_cell::cell_positions(&ds.runs));
     warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {
         let ((a_up, a_n), (b_up, b_n)) = (c.signs(Phase::A), c.signs(Phase::B));
+        let place = c.place_summary().map_or(String::new(), |p| {
+            format!(" By the cell's place in the launches of both configs on a machine, both phases together: {p}.")
+        });
         format!(
-            "{} {} {}: Phase A and Phase B measured the same cell and disagree: tax {} in Phase A, {} in Phase B (Phase B / Phase A: {}; the tax is above 0 on {a_up} of Phase A's {a_n} machines with both configs and on {b_up} of Phase B's {b_n}). The tax depends on something each phase holds fixed (the cell's position in its launch: first after warm-up in Phase A, later in Phase B; the machines each phase ran on); verdicts reading one phase (H1-H4: Phase A) do not speak for the other",
+            "{} {} {}: Phase A and Phase B measured the same cell and disagree: tax {} in Phase A, {} in Phase B (Phase B / Phase A: {}; the tax is above 0 on {a_up} of Phase A's {a_n} machines with both configs and on {b_up} of Phase B's {b_n}). The tax depends on something a phase may hold fixed (the cell's place in its launch, the machines each phase ran on).{place} Verdicts reading one phase (H1-H4: Phase A) do not speak for the other",
             c.config,
             c.cell,
             launch_noise::metric_label(&c.metric),

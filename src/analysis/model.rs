@@ -22,7 +22,7 @@ pub struct Estimate {
 impl Estimate {
     /// `+12.3% [+8.1%, +16.0%]` (a fraction as percent with its CI), for warnings.
     pub(crate) fn pct_ci(&self) -> String {
-        let p = |x: f64| format!("{:+.1}%", x * 100.0);
+        let p = |x: f64| format!("{}%", super::words::signed(x * 100.0, 1));
         match (self.lo, self.hi) {
             (Some(lo), Some(hi)) => format!("{} [{}, {}]", p(self.est), p(lo), p(hi)),
             _ => p(self.est),

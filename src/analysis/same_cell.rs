@@ -6,6 +6,8 @@
 //! holds fixed within a phase (the cell's position in the launch, the machines), and the report
 //! says so next to the verdicts that read one of the two (H1–H4 read Phase A).
 
+use std::collections::BTreeMap;
+
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +31,39 @@ pub struct SameCell {
     /// disagreement between the phases is seen to be systematic or one machine's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_machine: Vec<MachineTax>,
+    /// `by_machine` grouped by where the cell ran in the machines' launches, both phases
+    /// together ([`by_place`]): whether the phases' disagreement follows the place instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_place: Vec<PlaceGroup>,
+    /// The machines that ran the cell 1st against those that ran it later ([`place_test`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub place_test: Option<PlaceTest>,
+}
+
+/// The machines (of both phases) whose launches of the config and of plain all ran the cell at
+/// one place among their cells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlaceGroup {
+    /// The cell's 1-based place in those launches; 0: the launches ran it at different places,
+    /// or a place is unknown.
+    pub place: u32,
+    /// Machines per phase.
+    pub machines: BTreeMap<Phase, u32>,
+    /// How many of them have a tax above 0.
+    pub above_zero: u32,
+    /// The median of their taxes (numpy's `median`: the mean of the middle two for an even
+    /// count).
+    pub median: f64,
+}
+
+/// The taxes of the machines that ran the cell 1st in every launch against those that ran it
+/// later in every launch, both phases pooled: the exact two-sided rank-sum test
+/// ([`crate::stats::rank_test::rank_sum_p`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlaceTest {
+    pub first: u32,
+    pub later: u32,
+    pub p: f64,
 }
 
 /// One machine's point estimate of a tax: `exp(mean log X − mean log plain) − 1` over its
@@ -102,6 +137,58 @@ pub(crate) fn cell_positions(
     out
 }
 
+/// The one place at which `t`'s launches ran the cell; 0 when they differ or one is unknown.
+fn place_of(t: &MachineTax) -> u32 {
+    match t.positions.split_first() {
+        Some((&p, rest)) if p > 0 && rest.iter().all(|&q| q == p) => p,
+        _ => 0,
+    }
+}
+
+/// `by_machine` grouped by [`place_of`], in order of place (0, mixed or unknown, last).
+pub(crate) fn by_place(by_machine: &[MachineTax]) -> Vec<PlaceGroup> {
+    let mut groups: BTreeMap<(bool, u32), Vec<&MachineTax>> = BTreeMap::new();
+    for t in by_machine {
+        let p = place_of(t);
+        groups.entry((p == 0, p)).or_default().push(t);
+    }
+    groups
+        .into_iter()
+        .map(|((_, place), ts)| {
+            let mut machines = BTreeMap::new();
+            for t in &ts {
+                *machines.entry(t.phase).or_insert(0) += 1;
+            }
+            let taxes: Vec<f64> = ts.iter().map(|t| t.tax).collect();
+            PlaceGroup {
+                place,
+                machines,
+                above_zero: taxes.iter().filter(|&&x| x > 0.0).count() as u32,
+                median: crate::stats::quantile(&taxes, 0.5).unwrap_or(f64::NAN),
+            }
+        })
+        .collect()
+}
+
+/// Machines that ran the cell 1st against those that ran it later (each at one place in all
+/// its launches); `None` unless both sides have a machine.
+pub(crate) fn place_test(by_machine: &[MachineTax]) -> Option<PlaceTest> {
+    let (mut first, mut later) = (Vec::new(), Vec::new());
+    for t in by_machine {
+        match place_of(t) {
+            0 => {}
+            1 => first.push(t.tax),
+            _ => later.push(t.tax),
+        }
+    }
+    let p = crate::stats::rank_test::rank_sum_p(&first, &later)?;
+    Some(PlaceTest {
+        first: first.len() as u32,
+        later: later.len() as u32,
+        p,
+    })
+}
+
 impl SameCell {
     /// `(positive, machines)` of `phase`'s machines: how many have a tax above 0.
     pub fn signs(&self, phase: Phase) -> (usize, usize) {
@@ -111,6 +198,52 @@ impl SameCell {
             .filter(|t| t.phase == phase)
             .collect();
         (m.iter().filter(|t| t.tax > 0.0).count(), m.len())
+    }
+
+    /// `1st on 3 machines (A 2, B 1), tax above 0 on 3, median +14.0%; 5th on 4 (B 4), above 0
+    /// on 0, median -15.7%; 1st against later: exact rank-sum p 0.057`: the machines by the
+    /// cell's place in their launches ([`by_place`], [`place_test`]); `None` when every machine
+    /// ran it at one place (nothing to compare).
+    pub fn place_summary(&self) -> Option<String> {
+        if self.by_place.len() < 2 {
+            return None;
+        }
+        let groups: Vec<String> = self
+            .by_place
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let n: u32 = g.machines.values().sum();
+                let phases = g
+                    .machines
+                    .iter()
+                    .map(|(ph, k)| format!("{} {k}", ph.tag()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let place = match g.place {
+                    0 => "at mixed or unknown places".to_owned(),
+                    p => super::words::ordinal(p),
+                };
+                let (tax, machines) = match (i, n) {
+                    (0, 1) => ("tax above 0", "machine"),
+                    (0, _) => ("tax above 0", "machines"),
+                    _ => ("above 0", ""),
+                };
+                format!(
+                    "{place} on {n}{}{machines} ({phases}), {tax} on {}, median {}%",
+                    if machines.is_empty() { "" } else { " " },
+                    g.above_zero,
+                    super::words::signed(g.median * 100.0, 1)
+                )
+            })
+            .collect();
+        let test = self.place_test.as_ref().map_or(String::new(), |t| {
+            format!(
+                "; 1st against later: exact rank-sum p {:.3} ({} vs {} machines)",
+                t.p, t.first, t.later
+            )
+        });
+        Some(format!("{}{test}", groups.join("; ")))
     }
 
     /// The two measurements disagree beyond their CIs.
@@ -152,7 +285,7 @@ pub(crate) fn checks(
             let d = ((1.0 + b.0) / (1.0 + a.0) - 1.0, {
                 super::replicates::combine2(&b.1, &a.1, |y, x| (1.0 + y) / (1.0 + x) - 1.0)
             });
-            let by_machine = [(Phase::A, a_terms), (Phase::B, b_terms)]
+            let by_machine: Vec<MachineTax> = [(Phase::A, a_terms), (Phase::B, b_terms)]
                 .into_iter()
                 .flat_map(|(ph, terms)| {
                     terms.into_iter().map(move |d| {
@@ -179,6 +312,8 @@ pub(crate) fn checks(
                 })
                 .collect();
             out.push(SameCell {
+                by_place: by_place(&by_machine),
+                place_test: place_test(&by_machine),
                 by_machine,
                 config: config.to_owned(),
                 cell: cell.to_owned(),
@@ -195,6 +330,59 @@ pub(crate) fn checks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn machine(phase: Phase, tax: f64, positions: &[u32]) -> MachineTax {
+        MachineTax {
+            phase,
+            machine: format!("{tax}"),
+            tax,
+            launches: vec![0],
+            plain_launches: vec![0],
+            positions: positions.to_vec(),
+        }
+    }
+
+    /// The archive's mooncake_both TTFT p90 terms at 4096/256 after the sixteenth stretch, by
+    /// hand from the per-machine table: 1st in every launch on Phase A's two machines (+12.4,
+    /// +14.0%) and on Phase B's new one (+14.1%), 5th on Phase B's four others (−16.4, −16.3,
+    /// −9.5, −15.2%); plus a machine whose launches ran it 1st and 5th (mixed) and one with an
+    /// unknown place, which join no side of the test. Medians by numpy's definition: +14.0%
+    /// and (−16.3 − 15.2)/2 = −15.75%; the rank test is 3 against 4 with every 1st above every
+    /// later, p = 2/35 (the rank-sum test's own test shows why).
+    #[test]
+    fn machines_are_grouped_and_tested_by_the_cell_s_place() {
+        let ms = vec![
+            machine(Phase::A, 0.124, &[1, 1, 1, 1]),
+            machine(Phase::A, 0.140, &[1, 1, 1]),
+            machine(Phase::B, -0.164, &[5, 5]),
+            machine(Phase::B, -0.163, &[5, 5]),
+            machine(Phase::B, 0.141, &[1, 1]),
+            machine(Phase::B, -0.095, &[5, 5]),
+            machine(Phase::B, -0.152, &[5, 5]),
+            machine(Phase::B, 0.30, &[1, 5]),
+            machine(Phase::A, -0.40, &[0, 1]),
+        ];
+        let g = by_place(&ms);
+        assert_eq!(g.iter().map(|g| g.place).collect::<Vec<_>>(), [1, 5, 0]);
+        assert_eq!(
+            g[0].machines,
+            BTreeMap::from([(Phase::A, 2), (Phase::B, 1)])
+        );
+        assert_eq!(
+            (g[0].above_zero, g[1].above_zero, g[2].above_zero),
+            (3, 0, 1)
+        );
+        assert!((g[0].median - 0.140).abs() < 1e-12);
+        assert!((g[1].median + 0.1575).abs() < 1e-12);
+        assert!((g[2].median + 0.05).abs() < 1e-12, "mean of the middle two");
+        let t = place_test(&ms).unwrap();
+        assert_eq!((t.first, t.later), (3, 4));
+        assert!((t.p - 2.0 / 35.0).abs() < 1e-12);
+        // Every machine at one place: nothing to group or test.
+        let one = &ms[2..4];
+        assert_eq!(by_place(one).len(), 1);
+        assert_eq!(place_test(one), None);
+    }
 
     /// mooncake_both l2 of the archive (Phase B): five shapes on one machine, then its sixth,
     /// 4096/1024, resumed on another machine (30-s launch warm-up on 512/64 and on 4096/1024,

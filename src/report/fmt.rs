@@ -74,11 +74,7 @@ pub(crate) fn pct(frac: f64) -> String {
         return num(frac);
     }
     let p = frac * 100.0;
-    let body = if p.abs() >= 100.0 {
-        fixed(p, 0)
-    } else {
-        fixed(p, 1)
-    };
+    let body = fixed_off_zero(p, if p.abs() >= 100.0 { 0 } else { 1 });
     if body.starts_with('-') || body == "0.0" || body == "0" {
         format!("{body}%")
     } else {
@@ -86,17 +82,7 @@ pub(crate) fn pct(frac: f64) -> String {
     }
 }
 
-/// `1st`, `2nd`, `3rd`, `4th` … `11th`, `12th`, `13th`, `21st`.
-pub(crate) fn ordinal(n: u32) -> String {
-    let suffix = match (n % 10, n % 100) {
-        (_, 11..=13) => "th",
-        (1, _) => "st",
-        (2, _) => "nd",
-        (3, _) => "rd",
-        _ => "th",
-    };
-    format!("{n}{suffix}")
-}
+pub(crate) use crate::analysis::words::{fixed_off_zero, ordinal};
 
 /// A fraction as an unsigned percentage (shares, ratios of throughput): `0.95` → `95.0%`.
 pub(crate) fn share(frac: f64) -> String {
@@ -111,7 +97,7 @@ fn pp(frac: f64) -> String {
     if !frac.is_finite() {
         return num(frac);
     }
-    let body = fixed(frac * 100.0, 1);
+    let body = fixed_off_zero(frac * 100.0, 1);
     if body.starts_with('-') || body == "0.0" {
         format!("{body} pp")
     } else {
@@ -178,7 +164,7 @@ pub(crate) fn estimate(e: &Estimate, unit: &str) -> String {
         if !v.is_finite() {
             return num(v);
         }
-        let s = fixed(v * scale, dp);
+        let s = fixed_off_zero(v * scale, dp);
         let s = if signed && !s.starts_with('-') && s.trim_start_matches(['0', '.']).is_empty() {
             s
         } else if signed && !s.starts_with('-') {
@@ -385,7 +371,9 @@ mod tests {
         assert_eq!(rate(4.0), "4");
         assert_eq!(pct(0.123), "+12.3%");
         assert_eq!(pct(-0.05), "-5.0%");
-        assert_eq!(pct(-0.0001), "0.0%");
+        // A value off 0 never prints as 0 (analysis::words::fixed_off_zero): −0.01%, not 0.0%.
+        assert_eq!(pct(-0.0001), "-0.01%");
+        assert_eq!(pct(-0.0), "0.0%");
         assert_eq!(pct(1.5), "+150%");
         assert_eq!(pp(-0.07), "-7.0 pp");
         assert_eq!(share(0.95), "95.0%");
@@ -423,7 +411,8 @@ mod tests {
             lo: Some(0.174),
             hi: Some(120.4),
         };
-        assert_eq!(estimate(&u, "us"), "60 [0, 120] µs");
+        // The lower bound 0.174 µs excludes 0, so it is not written as 0.
+        assert_eq!(estimate(&u, "us"), "60 [0.2, 120] µs");
         let r = Estimate {
             est: 0.0222,
             lo: Some(-0.0978),

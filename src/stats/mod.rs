@@ -5,6 +5,7 @@ mod bootstrap;
 pub(crate) mod launch_noise;
 pub(crate) mod linear;
 pub(crate) mod percentile;
+pub(crate) mod rank_test;
 
 pub use bootstrap::{BootstrapConfig, Method, percentile_interval, quantile_replicates};
 pub(crate) use bootstrap::{quantiles_replicates, stable_seed};

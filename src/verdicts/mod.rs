@@ -23,6 +23,7 @@ pub use model::{Verdict, VerdictKind, Verdicts};
 use crate::analysis::Analysis;
 use crate::analysis::model::{CellStats, DatasetInfo, Estimate};
 use crate::analysis::taxes::TaxEngine;
+use crate::analysis::words::signed;
 use crate::ingest::Dataset;
 
 /// Evaluates H1–H6 and SC1–SC7 on an analysis of `ds` (SC6 and SC7 read the run artifacts and
@@ -136,8 +137,11 @@ fn note_same_cell(
             .filter(|c| configs_of(&x.id).contains(&c.config.as_str()))
             .map(|c| {
                 let ((a_up, a_n), (b_up, b_n)) = (c.signs(Phase::A), c.signs(Phase::B));
+                let place = c
+                    .place_summary()
+                    .map_or(String::new(), |p| format!("; by the cell's place in the launch: {p}"));
                 format!(
-                    "{} {} in Phase B's measurement of the same cell ({}), against {} in Phase A (above 0 on {b_up} of Phase B's {b_n} machines, {a_up} of Phase A's {a_n})",
+                    "{} {} in Phase B's measurement of the same cell ({}), against {} in Phase A (above 0 on {b_up} of Phase B's {b_n} machines, {a_up} of Phase A's {a_n}{place})",
                     c.config,
                     c.phase_b.value.pct_ci(),
                     c.cell,
@@ -380,30 +384,20 @@ fn within(e: &Estimate, a: f64, b: f64) -> VerdictKind {
     }
 }
 
-/// `12.3% [8.1%, 16.0%]`.
+/// `+12.3% [+8.1%, +16.0%]` ([`Estimate::pct_ci`]; `(no CI)` without one).
 fn pct(e: &Estimate) -> String {
     match (e.lo, e.hi) {
-        (Some(lo), Some(hi)) => format!(
-            "{:+.1}% [{:+.1}%, {:+.1}%]",
-            e.est * 100.0,
-            lo * 100.0,
-            hi * 100.0
-        ),
-        _ => format!("{:+.1}% (no CI)", e.est * 100.0),
+        (Some(_), Some(_)) => e.pct_ci(),
+        _ => format!("{} (no CI)", e.pct_ci()),
     }
 }
 
 /// `+7.2 pp [-50.7, +67.5]`: a difference of two taxes (both fractions) in percentage points.
 fn pp(e: &Estimate) -> String {
-    let points = |x: f64| x * 100.0;
+    let points = |x: f64| signed(x * 100.0, 1);
     match (e.lo, e.hi) {
-        (Some(lo), Some(hi)) => format!(
-            "{:+.1} pp [{:+.1}, {:+.1}]",
-            points(e.est),
-            points(lo),
-            points(hi)
-        ),
-        _ => format!("{:+.1} pp (no CI)", points(e.est)),
+        (Some(lo), Some(hi)) => format!("{} pp [{}, {}]", points(e.est), points(lo), points(hi)),
+        _ => format!("{} pp (no CI)", points(e.est)),
     }
 }
 
@@ -471,7 +465,7 @@ mod tests {
 mod same_cell_tests {
     use super::*;
     use crate::analysis::model::{Detection, TaxValue};
-    use crate::analysis::same_cell::{MachineTax, SameCell};
+    use crate::analysis::same_cell::{self, MachineTax, SameCell};
 
     fn tax(est: f64, lo: f64, hi: f64, detection: Detection) -> TaxValue {
         TaxValue {
@@ -485,20 +479,23 @@ mod same_cell_tests {
         }
     }
 
-    fn machine(phase: Phase, name: &str, tax: f64) -> MachineTax {
+    fn machine(phase: Phase, name: &str, tax: f64, place: u32) -> MachineTax {
         MachineTax {
             phase,
             machine: name.into(),
             tax,
             launches: vec![0],
             plain_launches: vec![0],
-            positions: vec![],
+            positions: vec![place, place],
         }
     }
 
     /// H1 (Phase A, mooncake_both) gets the note with the machine counts when Phase B's
     /// measurement of its cell disagrees; H5 (Phase B) and an agreeing check get none. Counts by
-    /// hand: Phase A +12% and +14% (2 of 2 above 0), Phase B −16%, −9%, −15% (0 of 3).
+    /// hand: Phase A +12% and +14% (2 of 2 above 0), Phase B −16%, −9%, −15% (0 of 3). By
+    /// place: 1st +12, +14, −9 (2 of 3 above 0, median +12.0%), 5th −16, −15 (median −15.5%);
+    /// the rank sum of the 1st's is 3 + 4 + 5 = 12 against a mean of 3·6/2 = 9, and of the 10
+    /// splits of 5 ranks only 6 ({1, 2, 3}) and 12 lie 3 from 9: p = 2/10 (by hand).
     #[test]
     fn a_disagreeing_same_cell_is_noted_with_its_machines() {
         let verdict = |id: &str| Verdict {
@@ -527,19 +524,23 @@ mod same_cell_tests {
             phase_b: tax(-0.144, -0.281, 0.016, Detection::Inconclusive),
             difference: tax(-0.243, -0.387, -0.064, Detection::Negative),
             by_machine: vec![
-                machine(Phase::A, "m1", 0.12),
-                machine(Phase::A, "m2", 0.14),
-                machine(Phase::B, "m3", -0.16),
-                machine(Phase::B, "m4", -0.09),
-                machine(Phase::B, "m5", -0.15),
+                machine(Phase::A, "m1", 0.12, 1),
+                machine(Phase::A, "m2", 0.14, 1),
+                machine(Phase::B, "m3", -0.16, 5),
+                machine(Phase::B, "m4", -0.09, 1),
+                machine(Phase::B, "m5", -0.15, 5),
             ],
+            by_place: vec![],
+            place_test: None,
         };
+        same.by_place = same_cell::by_place(&same.by_machine);
+        same.place_test = same_cell::place_test(&same.by_machine);
         let configs = |_: &str| -> &'static [&'static str] { &["mooncake_both"] };
         note_same_cell(&mut v, std::slice::from_ref(&same), configs);
         assert!(
             v.hypotheses[0]
                 .reason
-                .contains("(above 0 on 0 of Phase B's 3 machines, 2 of Phase A's 2)"),
+                .contains("(above 0 on 0 of Phase B's 3 machines, 2 of Phase A's 2; by the cell's place in the launch: 1st on 3 machines (A 2, B 1), tax above 0 on 2, median +12.0%; 5th on 2 (B 2), above 0 on 0, median -15.5%; 1st against later: exact rank-sum p 0.200 (3 vs 2 machines))"),
             "{}",
             v.hypotheses[0].reason
         );

@@ -127,6 +127,10 @@ pub(crate) struct SameCellView {
     pub above_zero: String,
     /// Each machine's own tax, Phase A's then Phase B's.
     pub machines: Vec<SameCellMachineView>,
+    /// The machines by the cell's place in their launches
+    /// ([`crate::analysis::same_cell::SameCell::place_summary`]); `one place` when all ran it
+    /// at one.
+    pub by_place: String,
 }
 
 /// One machine's point estimate of a tax both phases measured, as displayed.
@@ -192,9 +196,16 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
                     }
                 })
                 .collect();
+            let by_place = c
+                .place_summary()
+                .unwrap_or_else(|| match c.by_place.first() {
+                    Some(g) if g.place > 0 => format!("all {}", fmt::ordinal(g.place)),
+                    _ => "unknown".to_owned(),
+                });
             SameCellView {
                 above_zero,
                 machines,
+                by_place,
                 config: c.config.clone(),
                 cell,
                 metric: crate::analysis::launch_noise::metric_label(&c.metric).to_owned(),
