@@ -95,7 +95,8 @@ pub enum Cmd {
         /// before their end: a run directory without a manifest row, or with a raw step log still
         /// plain, gets what the launch's end writes for the cells it completed (their placement,
         /// their step files, the logs compressed) and an `incomplete` manifest row saying so.
-        /// Only when no sweep is running in ROOT: a live launch looks the same.
+        /// Every pass is refused while a `ctax run` sweep holds ROOT (a live launch looks the
+        /// same as a killed one).
         #[arg(long)]
         finish_killed: bool,
     },

@@ -118,7 +118,10 @@ fn run() -> anyhow::Result<ExitCode> {
             slim_steps,
             finish_killed,
         } => {
-            use connector_tax::orchestrate::archive;
+            use connector_tax::orchestrate::{archive, root_lock};
+            // Exclusive: a sweep writing ROOT refuses it (a live launch looks killed, and its
+            // raw files are still being appended to).
+            let _lock = root_lock::lock(&root, root_lock::Holder::Archive)?;
             if finish_killed {
                 for f in connector_tax::orchestrate::killed::finish_root(&root)? {
                     println!(

@@ -957,6 +957,29 @@ fn a_launch_killed_hard_is_finished_by_archive_then_resumed_elsewhere() {
     assert_eq!(kept.len(), 1);
     set_machine(&dir, Some("k1lled-machine-boot-id"));
 
+    // A live launch looks just like this killed one, so while a sweep holds the root (its
+    // shared lock, taken here as `ctax run` takes it) the archive is refused and changes
+    // nothing: no row, the step log still plain.
+    {
+        use connector_tax::orchestrate::root_lock::{Holder, lock};
+        let sweep = lock(&out, Holder::Sweep).unwrap();
+        assert!(sweep.is_some());
+        let o = finish_killed(&out);
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o).contains("is in use: a `ctax run`")
+                && stderr(&o).contains("archive once it has ended; nothing changed"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(
+            plain_logs(&dir) > 0
+                && manifest(&out)
+                    .iter()
+                    .all(|r| r.run_dir.as_deref() != Some(&run_dir))
+        );
+    }
+
     let o = finish_killed(&out);
     let said = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{said}{}", stderr(&o));

@@ -192,7 +192,7 @@ case "$cmd" in
     # Compress, and drop the per-cell step files that the raw step logs hold (verified per file;
     # ingest cuts them again). Files it leaves as they were are listed; the data stays whole.
     "$REPO/target/release/ctax" archive "$out" --slim-steps \
-      || echo "[gpu_run] ctax archive left some files as they were (listed above); fetching anyway"
+      || echo "[gpu_run] ctax archive was refused (a sweep still holds the root) or left some files as they were (above); fetching anyway"
     # One log per stretch (named after the stretch's start, so a second fetch replaces it): a
     # resumed root keeps every earlier stretch's log.
     if [[ -f "$out.stamp" ]]; then stamp=$(date -u -r "$out.stamp" +%Y%m%d-%H%M%S); else stamp=$(date -u +%Y%m%d-%H%M%S); fi

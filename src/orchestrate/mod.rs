@@ -33,6 +33,7 @@ mod preflight;
 mod profile;
 pub mod rejoin;
 mod resume;
+pub mod root_lock;
 mod runner;
 mod server;
 mod signals;
@@ -216,12 +217,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !dry {
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     }
-    // Held (shared: sweeps may share a root) until the sweep ends; `ctax rejoin` takes it
-    // exclusive, so neither writes while the other does.
+    // Held (shared: sweeps may share a root) until the sweep ends; `ctax rejoin` and `ctax
+    // archive` take it exclusive, so neither writes while a sweep does.
     let _lock = if dry {
         None
     } else {
-        rejoin::lock_for_sweep(&root)?
+        root_lock::lock(&root, root_lock::Holder::Sweep)?
     };
     let prof_path = root.join("profile.toml");
     match std::fs::read_to_string(&prof_path) {

@@ -5,8 +5,8 @@
 //! - Every run directory of BACK (a directory with a `config.json`) has a `config.json` that
 //!   parses: one that does not is refused, naming it (it would otherwise be left out unseen).
 //! - ROOT is not in use: `ctax rejoin` holds [`ROOT_LOCK`] exclusive while it joins, `ctax run`
-//!   holds it shared for its whole sweep (several sweeps may still share a root); either is
-//!   refused while the other holds it.
+//!   holds it shared for its whole sweep (several sweeps may still share a root), `ctax archive`
+//!   exclusive ([`root_lock`]); each is refused while another holds it.
 //! - ROOT is not a skeleton; BACK's `manifest.jsonl` continues ROOT's (ROOT's bytes are a
 //!   prefix of BACK's: a manifest with other rows means another sweep wrote to one of them;
 //!   BACK without a manifest, a sweep killed in its first launch, adds no row);
@@ -45,57 +45,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use super::root_lock::{self, Holder, ROOT_LOCK};
 use super::{archive, manifest, resume, skeleton};
-
-/// The advisory lock of a results root (`flock`, [`crate::fsutil::try_lock`]): `ctax run` holds
-/// it shared for its whole sweep, `ctax rejoin` exclusive while it joins. `.ctax/` is not merged
-/// (`ctax merge`) and never joined (below); a skeleton carries an empty copy, harmless.
-pub const ROOT_LOCK: &str = ".ctax/run.lock";
-
-/// Takes `root`'s [`ROOT_LOCK`]: `exclusive` for `ctax rejoin`, shared for `ctax run`; refused
-/// (an error naming the other side) while a conflicting holder has it. Held until dropped.
-pub(crate) fn lock_root(root: &Path, exclusive: bool) -> anyhow::Result<crate::fsutil::FileLock> {
-    let path = root.join(ROOT_LOCK);
-    let lock = crate::fsutil::try_lock(&path, exclusive)
-        .with_context(|| format!("taking the lock {}", path.display()))?;
-    lock.ok_or_else(|| in_use(root, exclusive))
-}
-
-/// Why [`ROOT_LOCK`] was refused: the other side holds it.
-fn in_use(root: &Path, exclusive: bool) -> anyhow::Error {
-    if exclusive {
-        anyhow::anyhow!(
-            "{} is in use: a `ctax run` (or another `ctax rejoin`) holds {ROOT_LOCK}; rejoin once \
-             it has ended; nothing joined",
-            root.display()
-        )
-    } else {
-        anyhow::anyhow!(
-            "{} is in use: a `ctax rejoin` into it holds {ROOT_LOCK}; run once it has ended",
-            root.display()
-        )
-    }
-}
-
-/// The shared lock a sweep holds on `root` ([`lock_root`]). A filesystem that refuses locks
-/// (`ENOLCK` on some NFS mounts a Slurm shard writes to) only costs the guard: the sweep
-/// warns and runs, since refusing it would stop measurements for a check that concerns
-/// `ctax rejoin`. A lock a rejoin holds refuses the sweep.
-pub(crate) fn lock_for_sweep(root: &Path) -> anyhow::Result<Option<crate::fsutil::FileLock>> {
-    let path = root.join(ROOT_LOCK);
-    match crate::fsutil::try_lock(&path, false) {
-        Ok(Some(lock)) => Ok(Some(lock)),
-        Ok(None) => Err(in_use(root, false)),
-        Err(e) => {
-            eprintln!(
-                "[ctax] warning: could not lock {} ({e}); a `ctax rejoin` into this root during \
-                 the sweep would not be refused",
-                path.display()
-            );
-            Ok(None)
-        }
-    }
-}
 
 /// What [`rejoin`] did.
 #[derive(Debug, Default, PartialEq)]
@@ -127,7 +78,7 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
     );
     // A run directory whose config.json does not parse would be left out unseen.
     check_configs(back)?;
-    let _lock = lock_root(root, true)?;
+    let _lock = root_lock::lock(root, Holder::Rejoin)?;
     recover(root)?;
 
     // The manifest: BACK continues ROOT. A bring-back without one (the sweep wrote no row: its
@@ -970,16 +921,18 @@ mod tests {
         let (_t, root, sk) = root_and_skeleton();
         resume_there(&sk, "20261201-000100_plain_l1");
         std::fs::write(sk.join(ROOT_LOCK), b"the sweep there").unwrap();
-        let sweep = lock_root(&root, false).unwrap();
-        let other = lock_root(&root, false).unwrap();
+        let sweep = root_lock::lock(&root, Holder::Sweep).unwrap();
+        let other = root_lock::lock(&root, Holder::Sweep).unwrap();
         let before = files(&root).unwrap();
         let e = rejoin(&sk, &root).unwrap_err().to_string();
         assert!(e.contains("is in use") && e.contains(ROOT_LOCK), "{e}");
         assert_eq!(files(&root).unwrap(), before, "nothing written");
         drop((sweep, other));
-        let joining = lock_root(&root, true).unwrap();
-        let e = lock_root(&root, false).unwrap_err().to_string();
-        assert!(e.contains("a `ctax rejoin` into it holds"), "{e}");
+        let joining = root_lock::lock(&root, Holder::Rejoin).unwrap();
+        let e = root_lock::lock(&root, Holder::Sweep)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a `ctax rejoin` or `ctax archive` holds"), "{e}");
         drop(joining);
         let done = rejoin(&sk, &root).unwrap();
         assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
