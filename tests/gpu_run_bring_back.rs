@@ -215,6 +215,8 @@ fn fetch_compresses_the_stretch_s_raw_files_and_keeps_every_byte() {
     gpu_run(&["fetch", s.root.to_str().unwrap(), dest.to_str().unwrap()]);
     let got = untar(&dest);
     let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    // `ctax archive` took the root's lock, which created .ctax/run.lock: no data, left behind.
+    assert!(s.root.join(".ctax/run.lock").is_file());
     assert_eq!(names.len(), 4, "{names:?}");
     assert_eq!(names[0], "h200x2.log");
     assert_eq!(

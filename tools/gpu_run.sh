@@ -69,6 +69,8 @@ bring_back() {
   # superseded/ keeping their old times, compressed its logs, removed step files): the copy back
   # then replaces the directory instead of mixing two states. A skeleton's marker
   # (.ctax/skeleton.json) never comes back: copied into the full root, ingest would refuse it.
+  # Nor does the root's lock file (.ctax/run.lock, which ctax run and ctax archive create): no
+  # data, and ctax rejoin never joins it.
   {
     (cd "$parent" && find "$base" -type f "${newer[@]}")
     (cd "$parent" && find "$base" -mindepth 2 -type f "${newer[@]}") | cut -d/ -f2 | sort -u \
@@ -78,7 +80,7 @@ bring_back() {
   } | sort -u \
     | while IFS= read -r f; do
         case "${f##*/}" in .summary.lock | *.tmp*) continue ;; esac
-        if [[ "$f" == "$base/.ctax/skeleton.json" ]]; then continue; fi
+        if [[ "$f" == "$base/.ctax/skeleton.json" || "$f" == "$base/.ctax/run.lock" ]]; then continue; fi
         if [[ "$f" == *.jsonl.zst && -e "$parent/${f%.zst}" ]]; then continue; fi
         printf '%s\n' "$f"
       done > "$list"
