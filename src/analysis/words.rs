@@ -13,28 +13,38 @@ pub(crate) fn ordinal(n: u32) -> String {
     format!("{n}{suffix}")
 }
 
+/// Whether a number written out is 0 (`0`, `0.0`, `-0.00`).
+pub(crate) fn reads_as_zero(s: &str) -> bool {
+    s.trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+}
+
+/// `-0.0` written as `0.0`, any other text as it is.
+pub(crate) fn no_neg_zero(s: String) -> String {
+    if s.starts_with('-') && reads_as_zero(&s) {
+        s[1..].to_owned()
+    } else {
+        s
+    }
+}
+
+/// `x` with `dp` decimals, no `-0`.
+pub(crate) fn fixed(x: f64, dp: usize) -> String {
+    no_neg_zero(format!("{x:.dp$}"))
+}
+
 /// `x` with `dp` decimals, or with up to 3 more where `dp` would write a non-zero `x` as 0: a
 /// CI bound of −0.000146 written as a percentage at one decimal is `-0.01`, not `0.0` or `-0.0`,
 /// so a bound that puts a CI on one side of 0 never reads as touching it. No `-0`.
 pub(crate) fn fixed_off_zero(x: f64, dp: usize) -> String {
-    let fixed = |d: usize| {
-        let s = format!("{x:.d$}");
-        match s.strip_prefix('-') {
-            Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_owned(),
-            _ => s,
-        }
-    };
     if !x.is_finite() || x == 0.0 {
-        return fixed(dp);
+        return fixed(x, dp);
     }
     (dp..=dp + 3)
-        .map(fixed)
-        .find(|s| {
-            !s.trim_start_matches('-')
-                .chars()
-                .all(|c| c == '0' || c == '.')
-        })
-        .unwrap_or_else(|| fixed(dp))
+        .map(|d| fixed(x, d))
+        .find(|s| !reads_as_zero(s))
+        .unwrap_or_else(|| fixed(x, dp))
 }
 
 /// [`fixed_off_zero`] with a sign: `+1.2`, `-0.01`, `+0.0`.

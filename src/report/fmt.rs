@@ -47,15 +47,7 @@ pub(crate) fn fixed(x: f64, dp: usize) -> String {
     if !x.is_finite() {
         return num(x);
     }
-    clean_neg_zero(format!("{x:.dp$}"))
-}
-
-fn clean_neg_zero(s: String) -> String {
-    if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
-        s[1..].to_owned()
-    } else {
-        s
-    }
+    words::fixed(x, dp)
 }
 
 /// A rate in req/s: `0.5`, `4`, `12.5`.
@@ -65,7 +57,7 @@ pub(crate) fn rate(r: f64) -> String {
     }
     let s = format!("{r:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.').to_owned();
-    clean_neg_zero(s)
+    words::no_neg_zero(s)
 }
 
 /// A fraction as a signed percentage: `0.123` → `+12.3%`.
@@ -75,14 +67,15 @@ pub(crate) fn pct(frac: f64) -> String {
     }
     let p = frac * 100.0;
     let body = fixed_off_zero(p, if p.abs() >= 100.0 { 0 } else { 1 });
-    if body.starts_with('-') || body == "0.0" || body == "0" {
+    if body.starts_with('-') || reads_as_zero(&body) {
         format!("{body}%")
     } else {
         format!("+{body}%")
     }
 }
 
-pub(crate) use crate::analysis::words::{fixed_off_zero, ordinal};
+pub(crate) use crate::analysis::words::ordinal;
+use crate::analysis::words::{self, fixed_off_zero, reads_as_zero};
 
 /// A fraction as an unsigned percentage (shares, ratios of throughput): `0.95` → `95.0%`.
 pub(crate) fn share(frac: f64) -> String {
@@ -98,7 +91,7 @@ fn pp(frac: f64) -> String {
         return num(frac);
     }
     let body = fixed_off_zero(frac * 100.0, 1);
-    if body.starts_with('-') || body == "0.0" {
+    if body.starts_with('-') || reads_as_zero(&body) {
         format!("{body} pp")
     } else {
         format!("+{body} pp")
@@ -165,7 +158,7 @@ pub(crate) fn estimate(e: &Estimate, unit: &str) -> String {
             return num(v);
         }
         let s = fixed_off_zero(v * scale, dp);
-        let s = if signed && !s.starts_with('-') && s.trim_start_matches(['0', '.']).is_empty() {
+        let s = if signed && !s.starts_with('-') && reads_as_zero(&s) {
             s
         } else if signed && !s.starts_with('-') {
             format!("+{s}")
