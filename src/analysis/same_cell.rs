@@ -64,6 +64,21 @@ pub struct PlaceTest {
     pub first: u32,
     pub later: u32,
     pub p: f64,
+    /// The same comparison within each phase ([`WithinPhase`]); `None` when no phase has
+    /// machines on both sides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_phase: Option<WithinPhase>,
+}
+
+/// 1st against later within each phase, the phases as strata
+/// ([`crate::stats::rank_test::stratified_rank_sum_p`]): the pooled test cannot tell a place
+/// effect from a phase effect where one phase ran the cell only 1st (Phase A always does), this
+/// one can, since it only shuffles machines within a phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WithinPhase {
+    /// `[1st, later]` machines of each phase that has both (the phases the test reads).
+    pub phases: BTreeMap<Phase, [u32; 2]>,
+    pub p: f64,
 }
 
 /// One machine's point estimate of a tax: `exp(mean log X − mean log plain) − 1` over its
@@ -171,21 +186,37 @@ pub(crate) fn by_place(by_machine: &[MachineTax]) -> Vec<PlaceGroup> {
 }
 
 /// Machines that ran the cell 1st against those that ran it later (each at one place in all
-/// its launches); `None` unless both sides have a machine.
+/// its launches), pooled and within phases; `None` unless both sides have a machine.
 pub(crate) fn place_test(by_machine: &[MachineTax]) -> Option<PlaceTest> {
-    let (mut first, mut later) = (Vec::new(), Vec::new());
+    // Per phase: (1st, later) taxes.
+    let mut strata: BTreeMap<Phase, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     for t in by_machine {
+        let side = strata.entry(t.phase).or_default();
         match place_of(t) {
             0 => {}
-            1 => first.push(t.tax),
-            _ => later.push(t.tax),
+            1 => side.0.push(t.tax),
+            _ => side.1.push(t.tax),
         }
     }
+    let first: Vec<f64> = strata.values().flat_map(|s| s.0.clone()).collect();
+    let later: Vec<f64> = strata.values().flat_map(|s| s.1.clone()).collect();
     let p = crate::stats::rank_test::rank_sum_p(&first, &later)?;
+    strata.retain(|_, (f, l)| !f.is_empty() && !l.is_empty());
+    let within_phase = crate::stats::rank_test::stratified_rank_sum_p(
+        &strata.values().cloned().collect::<Vec<_>>(),
+    )
+    .map(|p| WithinPhase {
+        phases: strata
+            .iter()
+            .map(|(ph, (f, l))| (*ph, [f.len() as u32, l.len() as u32]))
+            .collect(),
+        p,
+    });
     Some(PlaceTest {
         first: first.len() as u32,
         later: later.len() as u32,
         p,
+        within_phase,
     })
 }
 
@@ -201,7 +232,8 @@ impl SameCell {
     }
 
     /// `1st on 3 machines (A 2, B 1), tax above 0 on 3, median +14.0%; 5th on 4 (B 4), above 0
-    /// on 0, median -15.7%; 1st against later: exact rank-sum p 0.057`: the machines by the
+    /// on 0, median -15.7%; 1st against later: exact rank-sum p 0.057 (3 vs 4 machines); within
+    /// a phase (B 1 vs 4): stratified p 0.400`: the machines by the
     /// cell's place in their launches ([`by_place`], [`place_test`]); `None` when every machine
     /// ran it at one place (nothing to compare).
     pub fn place_summary(&self) -> Option<String> {
@@ -238,8 +270,17 @@ impl SameCell {
             })
             .collect();
         let test = self.place_test.as_ref().map_or(String::new(), |t| {
+            let within = t.within_phase.as_ref().map_or(String::new(), |w| {
+                let phases = w
+                    .phases
+                    .iter()
+                    .map(|(ph, [f, l])| format!("{} {f} vs {l}", ph.tag()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("; within a phase ({phases}): stratified p {:.3}", w.p)
+            });
             format!(
-                "; 1st against later: exact rank-sum p {:.3} ({} vs {} machines)",
+                "; 1st against later: exact rank-sum p {:.3} ({} vs {} machines){within}",
                 t.p, t.first, t.later
             )
         });
@@ -348,7 +389,9 @@ mod tests {
     /// −9.5, −15.2%); plus a machine whose launches ran it 1st and 5th (mixed) and one with an
     /// unknown place, which join no side of the test. Medians by numpy's definition: +14.0%
     /// and (−16.3 − 15.2)/2 = −15.75%; the rank test is 3 against 4 with every 1st above every
-    /// later, p = 2/35 (the rank-sum test's own test shows why).
+    /// later, p = 2/35 (the rank-sum test's own test shows why). Within a phase only Phase B has
+    /// both sides (Phase A's are all 1st or unknown): its one 1st, +14.1%, tops its four 5th,
+    /// rank 5 of 5 against a mean of 3; of the 5 splits, ranks 1 and 5 lie 2 from it: p = 2/5.
     #[test]
     fn machines_are_grouped_and_tested_by_the_cell_s_place() {
         let ms = vec![
@@ -378,6 +421,13 @@ mod tests {
         let t = place_test(&ms).unwrap();
         assert_eq!((t.first, t.later), (3, 4));
         assert!((t.p - 2.0 / 35.0).abs() < 1e-12);
+        let w = t.within_phase.unwrap();
+        assert_eq!(w.phases, BTreeMap::from([(Phase::B, [1, 4])]));
+        assert!((w.p - 0.4).abs() < 1e-12, "{}", w.p);
+        // Phase A's two 1st against one Phase B 5th: pooled they split, within a phase nothing
+        // does.
+        let t = place_test(&ms[..3]).unwrap();
+        assert_eq!((t.first, t.later, t.within_phase), (2, 1, None));
         // Every machine at one place: nothing to group or test.
         let one = &ms[2..4];
         assert_eq!(by_place(one).len(), 1);

@@ -495,7 +495,9 @@ mod same_cell_tests {
     /// hand: Phase A +12% and +14% (2 of 2 above 0), Phase B −16%, −9%, −15% (0 of 3). By
     /// place: 1st +12, +14, −9 (2 of 3 above 0, median +12.0%), 5th −16, −15 (median −15.5%);
     /// the rank sum of the 1st's is 3 + 4 + 5 = 12 against a mean of 3·6/2 = 9, and of the 10
-    /// splits of 5 ranks only 6 ({1, 2, 3}) and 12 lie 3 from 9: p = 2/10 (by hand).
+    /// splits of 5 ranks only 6 ({1, 2, 3}) and 12 lie 3 from 9: p = 2/10 (by hand). Within a
+    /// phase only Phase B has both sides: −9 (1st) ranks 3rd of 3, the 3 splits give 1, 2, 3
+    /// around a mean of 2, and 1 and 3 lie 1 from it: p = 2/3 (by hand).
     #[test]
     fn a_disagreeing_same_cell_is_noted_with_its_machines() {
         let verdict = |id: &str| Verdict {
@@ -540,7 +542,7 @@ mod same_cell_tests {
         assert!(
             v.hypotheses[0]
                 .reason
-                .contains("(above 0 on 0 of Phase B's 3 machines, 2 of Phase A's 2; by the cell's place in the launch: 1st on 3 machines (A 2, B 1), tax above 0 on 2, median +12.0%; 5th on 2 (B 2), above 0 on 0, median -15.5%; 1st against later: exact rank-sum p 0.200 (3 vs 2 machines))"),
+                .contains("(above 0 on 0 of Phase B's 3 machines, 2 of Phase A's 2; by the cell's place in the launch: 1st on 3 machines (A 2, B 1), tax above 0 on 2, median +12.0%; 5th on 2 (B 2), above 0 on 0, median -15.5%; 1st against later: exact rank-sum p 0.200 (3 vs 2 machines); within a phase (B 1 vs 2): stratified p 0.667)"),
             "{}",
             v.hypotheses[0].reason
         );
