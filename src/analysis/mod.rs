@@ -11,6 +11,7 @@
 //! | which launches ran on which machine, and do the machines differ? | [`machines`] |
 //! | did plain run before, after or around each config on its machines? | [`launch_order`] |
 //! | does the cell both phases measure give the same tax in both? | [`same_cell`] |
+//! | which cells did launches run at different places in the launch? | [`launch_places`] |
 //! | which conventions do the numbers follow? | [`conventions`] |
 //! | how are numbers written into warnings and reasons? | [`words`] |
 //! | what do the output files contain? | [`model`] |
@@ -20,6 +21,7 @@ mod cells;
 mod conventions;
 pub(crate) mod launch_noise;
 pub mod launch_order;
+pub mod launch_places;
 pub mod machines;
 pub mod model;
 mod replicates;
@@ -209,7 +211,10 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     }
     warnings.extend(pairing_warnings(&tax_list));
     warnings.extend(order_warning(&machines.order));
-    let same_cell = same_cell::checks(&engine, &same_cell::cell_positions(&ds.runs));
+    let positions = same_cell::cell_positions(&ds.runs);
+    let mixed_places = launch_places::mixed(&positions);
+    warnings.extend(launch_places::warnings(&mixed_places));
+    let same_cell = same_cell::checks(&engine, &positions);
     warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {
         let ((a_up, a_n), (b_up, b_n)) = (c.signs(Phase::A), c.signs(Phase::B));
         let place = c.place_summary().map_or(String::new(), |p| {
@@ -246,6 +251,7 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         launch_noise,
         machines,
         same_cell,
+        mixed_places,
         aa_taxes,
         accounting: DataAccounting {
             cells: ds.accounting.clone(),

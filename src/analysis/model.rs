@@ -462,6 +462,10 @@ pub struct AnalysisSummary {
     /// Taxes of a cell both Phase A and Phase B measured, side by side (a replication check).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub same_cell: Vec<super::same_cell::SameCell>,
+    /// The cells whose launches ran them at different places in the launch: their taxes pool
+    /// the places.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mixed_places: Vec<super::launch_places::MixedPlaces>,
     /// A/A taxes: a config's launches on one machine split in two (even vs odd positions) in
     /// each tax cell; the noise floor next to the taxes. Each must straddle 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

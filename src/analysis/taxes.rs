@@ -31,7 +31,7 @@ use super::model::{
 use super::replicates::{Replicator, Reps, combine2, combine3};
 use super::samples::{CellSamples, LaunchSamples};
 
-const BASELINE: &str = "plain";
+pub(crate) const BASELINE: &str = "plain";
 
 /// Picks one metric's samples out of a launch.
 type Getter = fn(&LaunchSamples) -> &Vec<f64>;

@@ -49,6 +49,9 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
     note_single_launches(&mut v, &s.taxes, |id| hypotheses::configs_in(&ctx, id));
     note_same_cell(&mut v, &s.same_cell, |id| hypotheses::configs_in(&ctx, id));
+    note_mixed_places(&mut v, &s.mixed_places, |id| {
+        hypotheses::configs_in(&ctx, id)
+    });
     note_noisier_phases(&mut v, &s.launch_noise);
     note_launch_order(&mut v, &s.machines.order, |id| {
         hypotheses::configs_in(&ctx, id)
@@ -154,6 +157,34 @@ fn note_same_cell(
                 "{}; the phases disagree: {} (see Warnings)",
                 x.reason,
                 notes.join("; ")
+            );
+        }
+    }
+}
+
+/// A verdict whose phase has cells that its configs' (or plain's) launches ran at different
+/// places in the launch ([`crate::analysis::launch_places`]) says which: its taxes pool the
+/// places, and a place can move a tax.
+fn note_mixed_places(
+    v: &mut Verdicts,
+    mixed: &[crate::analysis::launch_places::MixedPlaces],
+    configs_of: impl Fn(&str) -> &'static [&'static str],
+) {
+    for x in testable_mut(v) {
+        let phase = hypotheses::phase_of(&x.id);
+        let mut configs = configs_of(&x.id).to_vec();
+        configs.push(crate::analysis::taxes::BASELINE);
+        let cells: Vec<&str> = mixed
+            .iter()
+            .filter(|m| m.phase == phase && m.involves(&configs))
+            .map(|m| m.cell.as_str())
+            .collect();
+        if !cells.is_empty() {
+            x.reason = format!(
+                "{}; Phase {} taxes pool launches that ran a cell at different places in the launch ({}; see Warnings)",
+                x.reason,
+                phase.tag(),
+                cells.join(", ")
             );
         }
     }
@@ -557,5 +588,58 @@ mod same_cell_tests {
         v.hypotheses[0].reason = "base".into();
         note_same_cell(&mut v, &[same], configs);
         assert_eq!(v.hypotheses[0].reason, "base");
+    }
+
+    /// A Phase B verdict (H5) whose cells plain's or its config's launches ran at different
+    /// places gets the note naming the cells; a Phase A verdict (H1) does not, and a mixed cell
+    /// of another config's launches only notes nothing.
+    #[test]
+    fn a_verdict_over_mixed_places_names_the_cells() {
+        use crate::analysis::launch_places::MixedPlaces;
+        let verdict = |id: &str| Verdict {
+            id: id.into(),
+            title: String::new(),
+            statement: String::new(),
+            estimate: None,
+            unit: "fraction".into(),
+            threshold: String::new(),
+            verdict: VerdictKind::Inconclusive,
+            reason: "base".into(),
+            label: None,
+        };
+        let mut v = Verdicts {
+            schema_version: SCHEMA_VERSION,
+            simulated: false,
+            hypotheses: vec![verdict("h1"), verdict("h5")],
+            success_criteria: vec![],
+            unstable: false,
+        };
+        let mixed = |cell: &str, launch: &str| MixedPlaces {
+            phase: Phase::B,
+            cell: cell.into(),
+            places: std::collections::BTreeMap::from([
+                (5, vec!["mooncake_both l0".to_owned()]),
+                (1, vec![launch.to_owned()]),
+            ]),
+        };
+        let configs = |_: &str| -> &'static [&'static str] { &["mooncake_both"] };
+        note_mixed_places(
+            &mut v,
+            &[
+                mixed("r2_i4096_o256", "plain l4"),
+                mixed("r2_i512_o64", "mooncake_both l4"),
+            ],
+            configs,
+        );
+        assert_eq!(v.hypotheses[0].reason, "base", "H1 reads Phase A");
+        assert_eq!(
+            v.hypotheses[1].reason,
+            "base; Phase B taxes pool launches that ran a cell at different places in the launch (r2_i4096_o256, r2_i512_o64; see Warnings)"
+        );
+        v.hypotheses[1].reason = "base".into();
+        let mut other = mixed("r2_i4096_o256", "nixl_both l1");
+        other.places.insert(5, vec!["nixl_both l0".to_owned()]);
+        note_mixed_places(&mut v, &[other], configs);
+        assert_eq!(v.hypotheses[1].reason, "base");
     }
 }
