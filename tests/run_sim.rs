@@ -819,6 +819,69 @@ fn phase_b_first_runs_that_shape_first_after_the_launch_warm_up() {
     );
 }
 
+/// `--phase-a-order 8,16,4`: every Phase A launch runs the rates in that order, the first
+/// (8 req/s) with the launch's warm-up (2 s in the sim profile, the other cells 1 s), and
+/// `config.json` lists them so; an order that leaves a rate out is refused before anything
+/// starts.
+#[test]
+fn phase_a_order_runs_the_rates_in_that_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let only_a = [
+        "--configs",
+        "plain",
+        "--skip-stage",
+        "3",
+        "--skip-stage",
+        "4",
+    ];
+    let o = run(
+        &p,
+        &out,
+        &[&only_a[..], &["--phase-a-order", "8,4"]].concat(),
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("leaves out 16"), "{}", stderr(&o));
+    assert!(!out.join("manifest.jsonl").exists(), "nothing started");
+    let o = run(
+        &p,
+        &out,
+        &[&only_a[..], &["--phase-a-order", "8,16,4"]].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("rates in the order 8, 16, 4 in every launch"),
+        "{}",
+        stderr(&o)
+    );
+    let a = run_dirs(&out)
+        .into_iter()
+        .find(|d| config_of(d).phases.contains(&ctax_schema::Phase::A))
+        .expect("a Phase A launch");
+    let planned: Vec<f64> = config_of(&a).cells.iter().map(|c| c.cell.rate).collect();
+    assert_eq!(planned, [8.0, 16.0, 4.0]);
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(a.join("summary.json")).unwrap()).unwrap();
+    let mut by_start: Vec<(&String, &ctax_schema::CellHealth)> = s.cells.iter().collect();
+    by_start.sort_by_key(|(_, h)| h.t_start_ns);
+    let ran: Vec<&str> = by_start.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(ran.len(), 3, "{ran:?}");
+    assert!(
+        ran[0].starts_with("A/r8_") && ran[1].starts_with("A/r16_") && ran[2].starts_with("A/r4_"),
+        "{ran:?}"
+    );
+    let warm = |h: &ctax_schema::CellHealth| (h.t_warmup_end_ns - h.t_start_ns) as f64 / 1e9;
+    assert!(
+        (warm(by_start[0].1) - 2.0).abs() < 1e-6,
+        "launch warm-up on the first cell"
+    );
+    assert!(
+        (warm(by_start[2].1) - 1.0).abs() < 1e-6,
+        "the cell warm-up on 4 req/s, now last"
+    );
+}
+
 /// `plain_on_every_machine = false`: a root whose plain launch has no recorded machine (another
 /// machine, for the rule) gets no anchor.
 #[test]

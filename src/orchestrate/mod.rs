@@ -113,6 +113,13 @@ pub struct RunArgs {
     /// `config.json` lists its cells in the order they ran.
     #[arg(long, value_name = "IN/OUT")]
     pub phase_b_first: Option<String>,
+    /// Phase A: run the rates in this order in every launch of this sweep (`4,6,8,2`: each of
+    /// the profile's `phase_a.rates` once), the first right after the launch's warm-up. With
+    /// ref_safe last it mirrors `--phase-b-first`: the cell H1 reads, after the other rates
+    /// instead of first (DESIGN.md §4.3 "Mixed places": the report says where a phase's taxes
+    /// pool launches run in different orders).
+    #[arg(long, value_name = "RATES", value_delimiter = ',')]
+    pub phase_a_order: Option<Vec<f64>>,
     /// Print the launches this run would start, in order per slot (anchors, closing plains,
     /// launches to resume, complete launches skipped), and exit: no server, no pre-flight, no
     /// file written. Phase B uses the root's reference_rates.json as it is now.
@@ -292,6 +299,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !shard.is_whole() {
         eprintln!("[ctax] shard {shard}: this host runs its part of the plan");
     }
+    let phase_a_rates = match &args.phase_a_order {
+        Some(o) => plan::rates_in_order(&p.phase_a.rates, o)?,
+        None => p.phase_a.rates.clone(),
+    };
     let phase_b_first = args
         .phase_b_first
         .as_deref()
@@ -368,10 +379,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Stage 1.
     let mut failed: BTreeSet<String> = BTreeSet::new();
     if !skip(1) {
-        eprintln!("[ctax] stage 1: Phase A");
+        match &args.phase_a_order {
+            Some(_) => eprintln!(
+                "[ctax] stage 1: Phase A, rates in the order {} in every launch",
+                phase_a_rates
+                    .iter()
+                    .map(|&r| ctax_schema::fmt_rate(r))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => eprintln!("[ctax] stage 1: Phase A"),
+        }
         let a = &ctx.profile.phase_a;
-        let cells: Vec<PlannedCell> = a
-            .rates
+        let cells: Vec<PlannedCell> = phase_a_rates
             .iter()
             .map(|&r| {
                 planned(

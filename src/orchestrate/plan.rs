@@ -217,10 +217,60 @@ pub(crate) fn parse_first_shape(
     Ok(shape)
 }
 
+/// `--phase-a-order RATES`: the profile's Phase A rates in the order given, which must name
+/// each of them once (a permutation: every launch still runs every rate).
+pub(crate) fn rates_in_order(rates: &[f64], order: &[f64]) -> anyhow::Result<Vec<f64>> {
+    let listed = |r: &[f64]| {
+        r.iter()
+            .map(|&x| ctax_schema::fmt_rate(x))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut left: Vec<f64> = rates.to_vec();
+    for &r in order {
+        let Some(i) = left.iter().position(|&x| (x - r).abs() < 1e-9) else {
+            anyhow::bail!(
+                "--phase-a-order {}: {} is not one of the profile's Phase A rates ({}) or is named twice; name each once, in the order to run them",
+                listed(order),
+                ctax_schema::fmt_rate(r),
+                listed(rates)
+            );
+        };
+        left.remove(i);
+    }
+    anyhow::ensure!(
+        left.is_empty(),
+        "--phase-a-order {}: leaves out {} of the profile's Phase A rates ({}); name each once, in the order to run them",
+        listed(order),
+        listed(&left),
+        listed(rates)
+    );
+    Ok(order.to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::{BTreeMap, BTreeSet};
+
+    /// The archive's rates 2, 4, 6, 8 with ref_safe last; a rate not in the profile, one named
+    /// twice and one left out are refused with the profile's list.
+    #[test]
+    fn phase_a_rates_run_in_the_order_given_when_it_names_each_once() {
+        let rates = [2.0, 4.0, 6.0, 8.0];
+        assert_eq!(
+            rates_in_order(&rates, &[4.0, 6.0, 8.0, 2.0]).unwrap(),
+            [4.0, 6.0, 8.0, 2.0]
+        );
+        for (bad, says) in [
+            (&[4.0, 6.0, 8.0, 3.0][..], "3 is not one of"),
+            (&[4.0, 4.0, 8.0, 2.0][..], "4 is not one of"),
+            (&[4.0, 6.0, 8.0][..], "leaves out 2"),
+        ] {
+            let e = rates_in_order(&rates, bad).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("(2, 4, 6, 8)"), "{e}");
+        }
+    }
 
     fn profile(configs: &[&str], launches: u32) -> Profile {
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
