@@ -13,7 +13,8 @@
 #   bash tools/gpu_run.sh start PROFILE OUT [ctax run args...]   (carry .gpu; installs vLLM,
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
-#        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last)
+#        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last, --phase-b-first 4096/256,
+#        --phase-a-order 4,6,8,2)
 #   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
 #        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
 #        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:
