@@ -441,16 +441,19 @@ fn compare(mut a: impl std::io::Read, mut b: impl std::io::Read) -> std::io::Res
 /// `p`'s records: its bytes, or what they decode to for a zstd archive (`.zst` with zstd's
 /// magic number).
 fn records(p: &Path) -> anyhow::Result<Box<dyn std::io::Read>> {
-    use std::io::Read;
-    let open = || std::fs::File::open(p).with_context(|| format!("reading {}", p.display()));
+    use std::io::{Read, Seek};
+    let mut f = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
     let mut magic = [0u8; 4];
     let zst = p.extension().is_some_and(|e| e == "zst")
-        && open()?.read_exact(&mut magic).is_ok()
+        && f.read_exact(&mut magic).is_ok()
         && magic == [0x28, 0xb5, 0x2f, 0xfd];
+    // One open: back to the start after the look at the magic number.
+    f.rewind()
+        .with_context(|| format!("reading {}", p.display()))?;
     Ok(if zst {
-        Box::new(zstd::stream::read::Decoder::new(open()?)?)
+        Box::new(zstd::stream::read::Decoder::new(f)?)
     } else {
-        Box::new(open()?)
+        Box::new(f)
     })
 }
 
