@@ -458,6 +458,19 @@ fn config_of(dir: &Path) -> ctax_schema::RunConfig {
     serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap()
 }
 
+/// A run directory's cells as its summary.json has them, in the order they started: each
+/// cell's key and its warm-up in seconds.
+fn cells_by_start(dir: &Path) -> Vec<(String, f64)> {
+    let s: RunSummary =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let mut by_start: Vec<(&String, &ctax_schema::CellHealth)> = s.cells.iter().collect();
+    by_start.sort_by_key(|(_, h)| h.t_start_ns);
+    by_start
+        .into_iter()
+        .map(|(k, h)| (k.clone(), (h.t_warmup_end_ns - h.t_start_ns) as f64 / 1e9))
+        .collect()
+}
+
 /// Phase A only, plain alone.
 const PLAIN_A: [&str; 6] = [
     "--configs",
@@ -802,19 +815,14 @@ fn phase_b_first_runs_that_shape_first_after_the_launch_warm_up() {
         .map(|c| (c.cell.input_len, c.cell.output_len))
         .collect();
     assert_eq!(planned, [(256, 64), (256, 32), (1024, 32)]);
-    let s: RunSummary =
-        serde_json::from_slice(&std::fs::read(b.join("summary.json")).unwrap()).unwrap();
-    let mut by_start: Vec<(&String, &ctax_schema::CellHealth)> = s.cells.iter().collect();
-    by_start.sort_by_key(|(_, h)| h.t_start_ns);
-    let ran: Vec<&str> = by_start.iter().map(|(k, _)| k.as_str()).collect();
+    let ran = cells_by_start(&b);
     assert_eq!(ran.len(), 3);
     assert!(
-        ran[0].ends_with("_i256_o64") && ran[1].ends_with("_i256_o32"),
+        ran[0].0.ends_with("_i256_o64") && ran[1].0.ends_with("_i256_o32"),
         "{ran:?}"
     );
-    let warm = |h: &ctax_schema::CellHealth| (h.t_warmup_end_ns - h.t_start_ns) as f64 / 1e9;
     assert!(
-        (warm(by_start[0].1) - 2.0).abs() < 1e-6,
+        (ran[0].1 - 2.0).abs() < 1e-6,
         "launch warm-up on the first cell"
     );
 }
@@ -828,18 +836,10 @@ fn phase_a_order_runs_the_rates_in_that_order() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("res");
     let p = profile(tmp.path(), free_port(), &[]);
-    let only_a = [
-        "--configs",
-        "plain",
-        "--skip-stage",
-        "3",
-        "--skip-stage",
-        "4",
-    ];
     let o = run(
         &p,
         &out,
-        &[&only_a[..], &["--phase-a-order", "8,4"]].concat(),
+        &[&PLAIN_A[..], &["--phase-a-order", "8,4"]].concat(),
     );
     assert!(!o.status.success());
     assert!(stderr(&o).contains("leaves out 16"), "{}", stderr(&o));
@@ -847,7 +847,7 @@ fn phase_a_order_runs_the_rates_in_that_order() {
     let o = run(
         &p,
         &out,
-        &[&only_a[..], &["--phase-a-order", "8,16,4"]].concat(),
+        &[&PLAIN_A[..], &["--phase-a-order", "8,16,4"]].concat(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
@@ -861,23 +861,20 @@ fn phase_a_order_runs_the_rates_in_that_order() {
         .expect("a Phase A launch");
     let planned: Vec<f64> = config_of(&a).cells.iter().map(|c| c.cell.rate).collect();
     assert_eq!(planned, [8.0, 16.0, 4.0]);
-    let s: RunSummary =
-        serde_json::from_slice(&std::fs::read(a.join("summary.json")).unwrap()).unwrap();
-    let mut by_start: Vec<(&String, &ctax_schema::CellHealth)> = s.cells.iter().collect();
-    by_start.sort_by_key(|(_, h)| h.t_start_ns);
-    let ran: Vec<&str> = by_start.iter().map(|(k, _)| k.as_str()).collect();
+    let ran = cells_by_start(&a);
     assert_eq!(ran.len(), 3, "{ran:?}");
     assert!(
-        ran[0].starts_with("A/r8_") && ran[1].starts_with("A/r16_") && ran[2].starts_with("A/r4_"),
+        ran[0].0.starts_with("A/r8_")
+            && ran[1].0.starts_with("A/r16_")
+            && ran[2].0.starts_with("A/r4_"),
         "{ran:?}"
     );
-    let warm = |h: &ctax_schema::CellHealth| (h.t_warmup_end_ns - h.t_start_ns) as f64 / 1e9;
     assert!(
-        (warm(by_start[0].1) - 2.0).abs() < 1e-6,
+        (ran[0].1 - 2.0).abs() < 1e-6,
         "launch warm-up on the first cell"
     );
     assert!(
-        (warm(by_start[2].1) - 1.0).abs() < 1e-6,
+        (ran[2].1 - 1.0).abs() < 1e-6,
         "the cell warm-up on 4 req/s, now last"
     );
 }

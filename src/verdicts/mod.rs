@@ -510,6 +510,28 @@ mod same_cell_tests {
         }
     }
 
+    /// H1 (Phase A) and H5 (Phase B), inconclusive, with the reason `base`.
+    fn h1_and_h5() -> Verdicts {
+        let verdict = |id: &str| Verdict {
+            id: id.into(),
+            title: String::new(),
+            statement: String::new(),
+            estimate: None,
+            unit: "fraction".into(),
+            threshold: String::new(),
+            verdict: VerdictKind::Inconclusive,
+            reason: "base".into(),
+            label: None,
+        };
+        Verdicts {
+            schema_version: SCHEMA_VERSION,
+            simulated: false,
+            hypotheses: vec![verdict("h1"), verdict("h5")],
+            success_criteria: vec![],
+            unstable: false,
+        }
+    }
+
     fn machine(phase: Phase, name: &str, tax: f64, place: u32) -> MachineTax {
         MachineTax {
             phase,
@@ -531,24 +553,7 @@ mod same_cell_tests {
     /// around a mean of 2, and 1 and 3 lie 1 from it: p = 2/3 (by hand).
     #[test]
     fn a_disagreeing_same_cell_is_noted_with_its_machines() {
-        let verdict = |id: &str| Verdict {
-            id: id.into(),
-            title: String::new(),
-            statement: String::new(),
-            estimate: None,
-            unit: "fraction".into(),
-            threshold: String::new(),
-            verdict: VerdictKind::Inconclusive,
-            reason: "base".into(),
-            label: None,
-        };
-        let mut v = Verdicts {
-            schema_version: SCHEMA_VERSION,
-            simulated: false,
-            hypotheses: vec![verdict("h1"), verdict("h5")],
-            success_criteria: vec![],
-            unstable: false,
-        };
+        let mut v = h1_and_h5();
         let mut same = SameCell {
             config: "mooncake_both".into(),
             cell: "r2_i4096_o256".into(),
@@ -596,24 +601,7 @@ mod same_cell_tests {
     #[test]
     fn a_verdict_over_mixed_places_names_the_cells() {
         use crate::analysis::launch_places::MixedPlaces;
-        let verdict = |id: &str| Verdict {
-            id: id.into(),
-            title: String::new(),
-            statement: String::new(),
-            estimate: None,
-            unit: "fraction".into(),
-            threshold: String::new(),
-            verdict: VerdictKind::Inconclusive,
-            reason: "base".into(),
-            label: None,
-        };
-        let mut v = Verdicts {
-            schema_version: SCHEMA_VERSION,
-            simulated: false,
-            hypotheses: vec![verdict("h1"), verdict("h5")],
-            success_criteria: vec![],
-            unstable: false,
-        };
+        let mut v = h1_and_h5();
         let mixed = |cell: &str, launch: &str| MixedPlaces {
             phase: Phase::B,
             cell: cell.into(),
