@@ -418,3 +418,145 @@ fn a_resumed_run_directory_comes_back_whole() {
     );
     assert!(!names.contains(&"h200x2/profile.toml"), "{names:?}");
 }
+
+/// A stand-in for `ctax` (`CTAX_BIN`): appends its arguments and a line when it ends to
+/// `calls.txt`; `--fail` exits 7, `--slow` sleeps until a SIGINT comes (then exits 130, as
+/// `ctax run` does after stopping its servers).
+fn fake_ctax(dir: &Path) -> PathBuf {
+    let bin = dir.join("fake_ctax");
+    let calls = dir.join("calls.txt");
+    fs::write(
+        &bin,
+        format!(
+            "#!/usr/bin/env bash\n\
+             echo \"$*\" >> {calls}\n\
+             trap 'echo interrupted >> {calls}; exit 130' INT\n\
+             for a in \"$@\"; do\n\
+               [[ $a == --fail ]] && exit 7\n\
+               if [[ $a == --slow ]]; then touch {dir}/slow.started; for _ in $(seq 1 200); do sleep 0.05; done; fi\n\
+             done\n\
+             echo ended >> {calls}\n",
+            calls = calls.display(),
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&bin).status().unwrap();
+    bin
+}
+
+fn chain(dir: &Path, args: &[&str]) -> std::process::Child {
+    Command::new("bash")
+        .arg(repo().join("tools/gpu_run.sh"))
+        .arg("chain")
+        .arg("P.toml")
+        .arg(dir.join("out"))
+        .args(args)
+        .env("CTAX_BIN", fake_ctax(dir))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn calls(dir: &Path) -> Vec<String> {
+    fs::read_to_string(dir.join("calls.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `start P OUT a --then b` runs `ctax run` twice, one after the other, each with the profile,
+/// the root and its own arguments (an argument with a space stays one argument).
+#[test]
+fn chained_sweeps_run_in_order_with_their_own_arguments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let out = chain(
+        d,
+        &[
+            "--launches",
+            "6",
+            "--then",
+            "--launches",
+            "7",
+            "--phase-a-order",
+            "4,6,8,2",
+            "--note",
+            "two words",
+        ],
+    )
+    .wait_with_output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let root = d.join("out").display().to_string();
+    assert_eq!(
+        calls(d),
+        vec![
+            format!("run --profile P.toml --out {root} --launches 6"),
+            "ended".to_owned(),
+            format!(
+                "run --profile P.toml --out {root} --launches 7 --phase-a-order 4,6,8,2 --note two words"
+            ),
+            "ended".to_owned(),
+        ]
+    );
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(log.contains("sweep 2 of 2"), "{log}");
+    // One sweep, no `--then`: one call, no chain chatter in the log.
+    let tmp1 = tempfile::tempdir().unwrap();
+    let one = chain(tmp1.path(), &["--launches", "2"])
+        .wait_with_output()
+        .unwrap();
+    assert!(one.status.success());
+    assert_eq!(calls(tmp1.path()).len(), 2);
+    assert!(!String::from_utf8_lossy(&one.stdout).contains("sweep 1"));
+}
+
+/// A sweep that fails ends the chain with its exit status; the sweeps after it never start.
+#[test]
+fn a_failed_sweep_ends_the_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let out = chain(d, &["--a", "--then", "--fail", "--then", "--c"])
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    let c = calls(d);
+    assert_eq!(c.len(), 3, "{c:?}");
+    assert!(c[2].ends_with("--fail"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("sweep 2 exited 7: sweeps 3-3 not started")
+    );
+}
+
+/// `stop` (SIGINT to the chain's pid) reaches the running sweep, which ends as interrupted; the
+/// chain exits 130 and the next sweep never starts.
+#[test]
+fn a_stop_reaches_the_running_sweep_and_ends_the_chain() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let child = chain(d, &["--slow", "--then", "--c"]);
+    for _ in 0..200 {
+        if d.join("slow.started").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        d.join("slow.started").exists(),
+        "the first sweep never started"
+    );
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let c = calls(d);
+    assert_eq!(c.len(), 2, "{c:?}");
+    assert!(c[0].ends_with("--slow"));
+    assert_eq!(c[1], "interrupted");
+}

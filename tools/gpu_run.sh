@@ -14,7 +14,9 @@
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
 #        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last, --phase-b-first 4096/256,
-#        --phase-a-order 4,6,8,2)
+#        --phase-a-order 4,6,8,2); `--then` separates sweeps run one after the other in the same
+#        detached job, root and log (`start P OUT --launches 6 --then --launches 7
+#        --phase-a-order 4,6,8,2`): no call gap between them; a failed sweep ends the chain
 #   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
 #        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
 #        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:
@@ -154,11 +156,43 @@ case "$cmd" in
     [[ -f "$out.stamp" ]] || touch "$out.stamp"
     # The GPUs as ctax records them (index, UUID); ctax reads the same query per slot.
     nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader || echo "nvidia-smi: not available"
-    setsid nohup "$REPO/target/release/ctax" run --profile "$profile" --out "$out" "$@" \
+    setsid nohup bash "$REPO/tools/gpu_run.sh" chain "$profile" "$out" "$@" \
       > "$out.log" 2>&1 < /dev/null &
     echo $! > "$out.pid"
     echo "started ctax run (pid $!), log $out.log"
     sleep 20; tail -20 "$out.log" ;;
+  chain)
+    # What `start` runs detached: one `ctax run` per sweep, the sweeps split at `--then`, one
+    # after the other into the same root and log; a sweep that fails (or is stopped) ends the
+    # chain with its exit status, the sweeps after it not started. SIGINT/SIGTERM (`stop`) goes on
+    # to the running sweep, which stops its servers and keeps its data. CTAX_BIN: the ctax to run
+    # (tests).
+    profile=${1:?profile}; out=${2:?results root}; shift 2
+    bin=${CTAX_BIN:-$REPO/target/release/ctax}
+    sweeps=() cur=""
+    for a in "$@"; do
+      if [[ "$a" == --then ]]; then sweeps+=("$cur"); cur=""; else cur+=" $(printf '%q' "$a")"; fi
+    done
+    sweeps+=("$cur")
+    # Job control: without it a background job starts with SIGINT ignored, and a sweep must
+    # take `stop`'s SIGINT as an interrupt.
+    set -m
+    child=0
+    trap 'if (( child )); then kill -INT "$child" 2>/dev/null; wait "$child"; fi; echo "[gpu_run] stopped"; exit 130' INT TERM
+    k=0
+    for s in "${sweeps[@]}"; do
+      k=$((k + 1))
+      (( ${#sweeps[@]} == 1 )) || echo "[gpu_run] sweep $k of ${#sweeps[@]}: ctax run --profile $profile --out $out$s"
+      eval "set -- $s"
+      "$bin" run --profile "$profile" --out "$out" "$@" < /dev/null &
+      child=$!
+      rc=0; wait "$child" || rc=$?
+      child=0
+      if (( rc != 0 )); then
+        (( k == ${#sweeps[@]} )) || echo "[gpu_run] sweep $k exited $rc: sweeps $((k + 1))-${#sweeps[@]} not started"
+        exit "$rc"
+      fi
+    done ;;
   wait)
     secs=${1:?seconds}; out=${2:?results root}
     if [[ ! -f "$out.pid" ]]; then
@@ -210,5 +244,5 @@ case "$cmd" in
       PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 CTAX_MAX_MODEL_LEN=200000 \
       CTAX_MAX_NUM_BATCHED_TOKENS=8192 CTAX_GPU_MEM_UTIL=0.9 \
       python3 "$REPO/tools/prefill_probe.py" --input-lens "$lens" --repeats 3 --burst 8 --out "$dest" ;;
-  *) echo "usage: $0 pack | parts | receive | start PROFILE OUT [args] | wait SECONDS OUT [DEST] | snapshot OUT DEST | stop OUT | fetch OUT DEST | probe JSON [LENS]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack | parts | receive | start PROFILE OUT [args] [--then args]... | chain PROFILE OUT [args] [--then args]... | wait SECONDS OUT [DEST] | snapshot OUT DEST | stop OUT | fetch OUT DEST | probe JSON [LENS]" >&2; exit 2 ;;
 esac
