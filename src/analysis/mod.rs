@@ -157,7 +157,8 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         opts.bootstrap.seed,
         &launch_noise,
     );
-    let engine = TaxEngine::new(&rep, &samples, &cells, &noise);
+    let positions = same_cell::cell_positions(&ds.runs);
+    let engine = TaxEngine::new(&rep, &samples, &cells, &noise).with_places(&positions);
     let tax_list = engine.all(&reference_rates);
     let leave_out = launch_noise::leave_one_config_out(
         &cells,
@@ -211,7 +212,6 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     }
     warnings.extend(pairing_warnings(&tax_list));
     warnings.extend(order_warning(&machines.order));
-    let positions = same_cell::cell_positions(&ds.runs);
     let mixed_places = launch_places::mixed(&positions);
     warnings.extend(launch_places::warnings(&mixed_places));
     let same_cell = same_cell::checks(&engine, &positions);

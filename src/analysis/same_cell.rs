@@ -31,7 +31,14 @@ pub struct SameCell {
     /// disagreement between the phases is seen to be systematic or one machine's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_machine: Vec<MachineTax>,
-    /// `by_machine` grouped by where the cell ran in the machines' launches, both phases
+    /// The machines of `by_machine` whose launches ran the cell at different places, split by
+    /// place: one term per place where both the config and plain ran it there
+    /// ([`TaxEngine::relative_by_machine_and_place`]), labelled by the machine. The place
+    /// groups and the test read these instead of such a machine's term ([`place_terms`]), and
+    /// they are the one comparison of places that no machine difference enters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split_by_place: Vec<MachineTax>,
+    /// [`place_terms`] grouped by where the cell ran in the machines' launches, both phases
     /// together ([`by_place`]): whether the phases' disagreement follows the place instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub by_place: Vec<PlaceGroup>,
@@ -160,7 +167,25 @@ fn place_of(t: &MachineTax) -> u32 {
     }
 }
 
-/// `by_machine` grouped by [`place_of`], in order of place (0, mixed or unknown, last).
+/// The terms the place groups and test read: `by_machine` with each machine that `split`
+/// splits by place replaced by its per-place terms (a machine that ran the cell at two places
+/// counts at each, with the tax of its launches there).
+pub(crate) fn place_terms(by_machine: &[MachineTax], split: &[MachineTax]) -> Vec<MachineTax> {
+    let is_split = |t: &MachineTax| {
+        split
+            .iter()
+            .any(|s| s.phase == t.phase && s.machine == t.machine)
+    };
+    by_machine
+        .iter()
+        .filter(|t| !is_split(t))
+        .chain(split)
+        .cloned()
+        .collect()
+}
+
+/// `terms` ([`place_terms`]) grouped by [`place_of`], in order of place (0, mixed or unknown,
+/// last).
 pub(crate) fn by_place(by_machine: &[MachineTax]) -> Vec<PlaceGroup> {
     let mut groups: BTreeMap<(bool, u32), Vec<&MachineTax>> = BTreeMap::new();
     for t in by_machine {
@@ -186,7 +211,8 @@ pub(crate) fn by_place(by_machine: &[MachineTax]) -> Vec<PlaceGroup> {
 }
 
 /// Machines that ran the cell 1st against those that ran it later (each at one place in all
-/// its launches), pooled and within phases; `None` unless both sides have a machine.
+/// its launches; `terms` from [`place_terms`], so a split machine's places are two units),
+/// pooled and within phases; `None` unless both sides have a machine.
 pub(crate) fn place_test(by_machine: &[MachineTax]) -> Option<PlaceTest> {
     // Per phase: (1st, later) taxes.
     let mut strata: BTreeMap<Phase, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
@@ -284,7 +310,50 @@ impl SameCell {
                 t.p, t.first, t.later
             )
         });
-        Some(format!("{}{test}", groups.join("; ")))
+        Some(format!(
+            "{}{test}{}",
+            groups.join("; "),
+            self.within_machines()
+        ))
+    }
+
+    /// `; on the machine that ran it at several places (A boot 549fc66c): 1st +8.3%, 4th
+    /// +27.8%`: the split machines' terms, place by place (empty without one).
+    fn within_machines(&self) -> String {
+        let mut by: BTreeMap<(Phase, &str), Vec<&MachineTax>> = BTreeMap::new();
+        for t in &self.split_by_place {
+            by.entry((t.phase, t.machine.as_str())).or_default().push(t);
+        }
+        if by.is_empty() {
+            return String::new();
+        }
+        let items: Vec<String> = by
+            .iter()
+            .map(|((ph, m), ts)| {
+                let mut ts = ts.clone();
+                ts.sort_by_key(|t| place_of(t));
+                let taxes: Vec<String> = ts
+                    .iter()
+                    .map(|t| {
+                        let place = match place_of(t) {
+                            0 => "unknown place".to_owned(),
+                            p => super::words::ordinal(p),
+                        };
+                        format!("{place} {}%", super::words::signed(t.tax * 100.0, 1))
+                    })
+                    .collect();
+                format!("{} {m}: {}", ph.tag(), taxes.join(", "))
+            })
+            .collect();
+        let (one, what) = if items.len() == 1 {
+            ("the machine", "its launches")
+        } else {
+            ("the machines", "their launches")
+        };
+        format!(
+            "; on {one} that ran it at several places, {what} at each place (no machine difference in these): {}",
+            items.join("; ")
+        )
     }
 
     /// The two measurements disagree beyond their CIs.
@@ -326,36 +395,47 @@ pub(crate) fn checks(
             let d = ((1.0 + b.0) / (1.0 + a.0) - 1.0, {
                 super::replicates::combine2(&b.1, &a.1, |y, x| (1.0 + y) / (1.0 + x) - 1.0)
             });
-            let by_machine: Vec<MachineTax> = [(Phase::A, a_terms), (Phase::B, b_terms)]
-                .into_iter()
-                .flat_map(|(ph, terms)| {
-                    terms.into_iter().map(move |d| {
-                        let at = |c: &str, l: &u32| {
-                            positions
-                                .get(&(c.to_owned(), ph, *l, cell.to_owned()))
-                                .copied()
-                                .unwrap_or(0)
-                        };
-                        let positions =
-                            d.a.iter()
-                                .map(|l| at(config, l))
-                                .chain(d.b.iter().map(|l| at("plain", l)))
-                                .collect();
-                        MachineTax {
-                            phase: ph,
-                            machine: d.machine,
-                            tax: d.est,
-                            launches: d.a,
-                            plain_launches: d.b,
-                            positions,
-                        }
-                    })
-                })
-                .collect();
+            let split = [Phase::A, Phase::B].map(|ph| {
+                (
+                    ph,
+                    engine.relative_by_machine_and_place(config, ph, cell, m),
+                )
+            });
+            let [by_machine, split_by_place]: [Vec<MachineTax>; 2] =
+                [[(Phase::A, a_terms), (Phase::B, b_terms)], split].map(|terms| {
+                    terms
+                        .into_iter()
+                        .flat_map(|(ph, terms)| {
+                            terms.into_iter().map(move |d| {
+                                let at = |c: &str, l: &u32| {
+                                    positions
+                                        .get(&(c.to_owned(), ph, *l, cell.to_owned()))
+                                        .copied()
+                                        .unwrap_or(0)
+                                };
+                                let positions =
+                                    d.a.iter()
+                                        .map(|l| at(config, l))
+                                        .chain(d.b.iter().map(|l| at("plain", l)))
+                                        .collect();
+                                MachineTax {
+                                    phase: ph,
+                                    machine: d.machine,
+                                    tax: d.est,
+                                    launches: d.a,
+                                    plain_launches: d.b,
+                                    positions,
+                                }
+                            })
+                        })
+                        .collect()
+                });
+            let terms = place_terms(&by_machine, &split_by_place);
             out.push(SameCell {
-                by_place: by_place(&by_machine),
-                place_test: place_test(&by_machine),
+                by_place: by_place(&terms),
+                place_test: place_test(&terms),
                 by_machine,
+                split_by_place,
                 config: config.to_owned(),
                 cell: cell.to_owned(),
                 metric: name.to_owned(),

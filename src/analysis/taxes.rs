@@ -29,6 +29,7 @@ use super::model::{
     AaTax, CellKey, CellStats, Detection, Estimate, Tax, TaxContext, TaxValue, config_order,
 };
 use super::replicates::{Replicator, Reps, combine2, combine3};
+use super::same_cell::CellAt;
 use super::samples::{CellSamples, LaunchSamples};
 
 pub(crate) const BASELINE: &str = "plain";
@@ -88,6 +89,9 @@ pub(crate) struct TaxEngine<'a> {
     pub stats: BTreeMap<CellKey, &'a CellStats>,
     /// Launch-to-launch noise carried by every statistic's replicates.
     pub noise: &'a NoiseModel,
+    /// Where each launch ran each cell ([`super::same_cell::cell_positions`]); without it no
+    /// comparison is blocked by place ([`Self::with_places`]).
+    pub places: Option<&'a BTreeMap<CellAt, u32>>,
 }
 
 impl<'a> TaxEngine<'a> {
@@ -107,7 +111,45 @@ impl<'a> TaxEngine<'a> {
             samples,
             stats,
             noise,
+            places: None,
         }
+    }
+
+    /// The engine with the cells' places in their launches: A/A taxes and the per-place terms
+    /// ([`Self::relative_by_machine_and_place`]) then compare launches at one place.
+    pub(crate) fn with_places(self, places: &'a BTreeMap<CellAt, u32>) -> Self {
+        TaxEngine {
+            places: Some(places),
+            ..self
+        }
+    }
+
+    /// Splits each machine whose launches (of all `sets`, `(config, launches)`) ran `cell` at
+    /// more than one place into one block per place ([`block_by_place`]); returns each block's
+    /// label with its machine. Nothing changes without places.
+    fn block_by_place(
+        &self,
+        phase: Phase,
+        cell: &str,
+        sets: &mut [(&str, &mut Vec<LaunchStat>)],
+    ) -> BTreeMap<String, String> {
+        let Some(places) = self.places else {
+            return BTreeMap::new();
+        };
+        let at = |config: &str, launch: u32| {
+            places
+                .get(&(config.to_owned(), phase, launch, cell.to_owned()))
+                .copied()
+                .unwrap_or(0)
+        };
+        let mut flat: Vec<(&mut LaunchStat, u32)> = Vec::new();
+        for (config, set) in sets.iter_mut() {
+            for l in set.iter_mut() {
+                let p = at(config, l.launch);
+                flat.push((l, p));
+            }
+        }
+        block_by_place(&mut flat)
     }
 
     /// Replicates of the linear `q`-quantile of `groups` (launches) carrying the launch noise of
@@ -279,6 +321,34 @@ impl<'a> TaxEngine<'a> {
         Ok((pair.relative(), terms))
     }
 
+    /// [`Self::relative_by_machine`]'s terms with each machine whose launches of the two ran
+    /// `cell` at different places split by place ([`block_by_place`]): one term per place with
+    /// launches of both there (labelled by its machine, as the unsplit terms are). Only the
+    /// split machines' terms; empty without places.
+    pub(crate) fn relative_by_machine_and_place(
+        &self,
+        config: &str,
+        phase: Phase,
+        cell: &str,
+        m: Metric,
+    ) -> Vec<MachineDiff> {
+        let mut x = self.launch_stats(config, phase, cell, m);
+        let mut p = self.launch_stats(BASELINE, phase, cell, m);
+        let blocks = self.block_by_place(phase, cell, &mut [(config, &mut x), (BASELINE, &mut p)]);
+        paired(&x, &p, f64::ln)
+            .per_machine
+            .into_iter()
+            .filter_map(|d| {
+                let machine = blocks.get(&d.machine)?.clone();
+                Some(MachineDiff {
+                    machine,
+                    est: d.est.exp_m1(),
+                    ..d
+                })
+            })
+            .collect()
+    }
+
     /// A tax value from `ms`' replicates: its CI and whether the CI detects anything.
     pub(crate) fn value(&self, est: f64, reps: &[f64], unit: &str, ms: &[Metric]) -> TaxValue {
         let value = self.rep.estimate(est, reps);
@@ -445,13 +515,17 @@ impl<'a> TaxEngine<'a> {
 impl TaxEngine<'_> {
     /// The A/A tax of `config` in one cell: on each machine with ≥ 2 of its launches, those at
     /// even positions (A, in launch order on that machine) against those at odd positions (B),
+    /// a machine whose launches ran the cell at different places split by place first
+    /// ([`block_by_place`]: an A/A compares launches that ran the same sequence of cells),
     /// combined over the machines as a tax is ([`paired`]), with the replicates a tax gets.
     /// `None` when no machine ran two of its launches: launches on different machines differ by
     /// the machines as well, which the machine effect (not an A/A) reports.
     fn aa(&self, config: &str, context: TaxContext, phase: Phase, cell: &str) -> Option<AaTax> {
         let split = |m: Metric| -> (Vec<LaunchStat>, Vec<LaunchStat>) {
             let mut by: BTreeMap<String, Vec<LaunchStat>> = BTreeMap::new();
-            for l in self.launch_stats(config, phase, cell, m) {
+            let mut ls = self.launch_stats(config, phase, cell, m);
+            self.block_by_place(phase, cell, &mut [(config, &mut ls)]);
+            for l in ls {
                 by.entry(l.machine.clone()).or_default().push(l);
             }
             let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -528,6 +602,31 @@ impl TaxEngine<'_> {
         }
         out
     }
+}
+
+/// Relabels the launches `(launch, its place in it)` of each machine that ran the cell at
+/// more than one place (0, unknown, counts as a place of its own) as `"{machine}, cell 1st"`
+/// (`"…, cell at an unknown place"`), so that [`paired`] compares launches within a place on
+/// such a machine; machines at one place keep their labels. Returns each new label with its
+/// machine.
+pub(crate) fn block_by_place(launches: &mut [(&mut LaunchStat, u32)]) -> BTreeMap<String, String> {
+    let mut places: BTreeMap<String, std::collections::BTreeSet<u32>> = BTreeMap::new();
+    for (l, p) in launches.iter() {
+        places.entry(l.machine.clone()).or_default().insert(*p);
+    }
+    let mut blocks = BTreeMap::new();
+    for (l, p) in launches.iter_mut() {
+        if places[&l.machine].len() < 2 {
+            continue;
+        }
+        let label = match *p {
+            0 => format!("{}, cell at an unknown place", l.machine),
+            p => format!("{}, cell {}", l.machine, super::words::ordinal(p)),
+        };
+        blocks.insert(label.clone(), l.machine.clone());
+        l.machine = label;
+    }
+    blocks
 }
 
 /// One launch's estimate of one statistic in one cell, with replicates that carry the launch
@@ -703,6 +802,72 @@ mod tests {
     /// 1 on m1 (log 0.9) and 2 on m2 (X never ran there). Only m1 pairs: d = 1.1 − 0.9 = 0.2,
     /// weight 2·1/3 (alone, so it cancels). Replicate 0 shifts every launch by +0.1 (d stays
     /// 0.2), replicate 1 shifts X's m1 launches by +0.3 (d = 0.5).
+    /// The eighteenth stretch's machine: mooncake_both l5 and plain l7 ran the 2 req/s cell
+    /// 1st, mooncake_both l6 and plain l8 ran it 4th (TTFT p90 134.2, 123.9, 125.9, 98.5 ms, the
+    /// numpy-linear p90s by hand from the raw records); machine n ran everything 1st. Blocked by
+    /// place, m gives one comparison per place: 134.2/123.9 − 1 = +8.31% and 125.9/98.5 − 1 =
+    /// +27.82% (by hand), n keeps its label; an A/A of plain on m then has no pair (one launch
+    /// per place), where unblocked it would set l7 (1st) against l8 (4th).
+    #[test]
+    fn blocks_by_place_split_only_the_machines_with_several_places() {
+        let mut x = [
+            ls(5, "m", 134.2, &[134.2]),
+            ls(6, "m", 125.9, &[125.9]),
+            ls(0, "n", 110.0, &[110.0]),
+        ];
+        let mut p = [
+            ls(7, "m", 123.9, &[123.9]),
+            ls(8, "m", 98.5, &[98.5]),
+            ls(1, "n", 100.0, &[100.0]),
+        ];
+        let places = |l: u32| match l {
+            6 | 8 => 4,
+            _ => 1,
+        };
+        let blocks = {
+            let mut all: Vec<(&mut LaunchStat, u32)> = x
+                .iter_mut()
+                .chain(p.iter_mut())
+                .map(|l| {
+                    let at = places(l.launch);
+                    (l, at)
+                })
+                .collect();
+            block_by_place(&mut all)
+        };
+        assert_eq!(
+            blocks,
+            BTreeMap::from([
+                ("m, cell 1st".to_owned(), "m".to_owned()),
+                ("m, cell 4th".to_owned(), "m".to_owned()),
+            ])
+        );
+        let r = paired(&x, &p, f64::ln);
+        let terms: Vec<(String, f64)> = r
+            .per_machine
+            .iter()
+            .map(|d| (d.machine.clone(), d.est.exp_m1()))
+            .collect();
+        assert_eq!(terms.len(), 3);
+        assert_eq!(terms[0].0, "m, cell 1st");
+        assert!((terms[0].1 - 0.0831).abs() < 5e-5, "{terms:?}");
+        assert_eq!(terms[1].0, "m, cell 4th");
+        assert!((terms[1].1 - 0.2782).abs() < 5e-5, "{terms:?}");
+        assert_eq!(terms[2].0, "n");
+        assert!((terms[2].1 - 0.10).abs() < 1e-12);
+        // Unknown places are a block of their own; a machine at one place is left alone.
+        let mut u = [ls(0, "k", 1.0, &[1.0]), ls(1, "k", 1.0, &[1.0])];
+        let (a, b) = u.split_at_mut(1);
+        let blocks = block_by_place(&mut [(&mut a[0], 2), (&mut b[0], 0)]);
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(u[1].machine, "k, cell at an unknown place");
+        assert_eq!(u[0].machine, "k, cell 2nd");
+        let mut one = [ls(0, "j", 1.0, &[1.0]), ls(1, "j", 1.0, &[1.0])];
+        let (a, b) = one.split_at_mut(1);
+        assert!(block_by_place(&mut [(&mut a[0], 3), (&mut b[0], 3)]).is_empty());
+        assert_eq!(one[0].machine, "j");
+    }
+
     #[test]
     fn paired_uses_shared_machines_only() {
         let e = f64::exp;

@@ -568,6 +568,7 @@ mod same_cell_tests {
                 machine(Phase::B, "m4", -0.09, 1),
                 machine(Phase::B, "m5", -0.15, 5),
             ],
+            split_by_place: vec![],
             by_place: vec![],
             place_test: None,
         };
@@ -593,6 +594,67 @@ mod same_cell_tests {
         v.hypotheses[0].reason = "base".into();
         note_same_cell(&mut v, &[same], configs);
         assert_eq!(v.hypotheses[0].reason, "base");
+    }
+
+    /// The same machines plus a Phase A machine (m6) whose launches of both configs ran the
+    /// cell 1st (+8%) and 4th (+28%; +17% pooled): it counts at each place with its launches
+    /// there, not as one machine at mixed places, and its two taxes are listed. By hand: 1st
+    /// +12, +14, −9, +8 (3 of 4 above 0, median (8 + 12)/2 = +10.0%), 4th +28, 5th −16, −15.
+    /// Rank test, 1st {+12, +14, −9, +8} against later {+28, −16, −15}: ranks 5, 6, 3, 4 (sum
+    /// 18, mean 4·8/2 = 16) and 22 of the C(7, 4) = 35 splits lie ≥ 2 from 16: p 0.629; within
+    /// phases (A 3 vs 1, B 1 vs 2) every one of the 4·3 joint splits lies as far: p 1.000 (both
+    /// counted by a brute-force Python enumeration of all splits, independent of the
+    /// convolution the test uses).
+    #[test]
+    fn a_machine_at_two_places_counts_at_each_place() {
+        let pooled = MachineTax {
+            positions: vec![1, 4, 1, 4],
+            launches: vec![5, 6],
+            plain_launches: vec![7, 8],
+            ..machine(Phase::A, "m6", 0.17, 0)
+        };
+        let at = |place: u32, tax: f64, l: u32, p: u32| MachineTax {
+            launches: vec![l],
+            plain_launches: vec![p],
+            ..machine(Phase::A, "m6", tax, place)
+        };
+        let by_machine = vec![
+            machine(Phase::A, "m1", 0.12, 1),
+            machine(Phase::A, "m2", 0.14, 1),
+            machine(Phase::B, "m3", -0.16, 5),
+            machine(Phase::B, "m4", -0.09, 1),
+            machine(Phase::B, "m5", -0.15, 5),
+            pooled,
+        ];
+        let split = vec![at(1, 0.08, 5, 7), at(4, 0.28, 6, 8)];
+        let terms = same_cell::place_terms(&by_machine, &split);
+        assert_eq!(terms.len(), 7, "m6 once per place, not pooled");
+        assert!(!terms.iter().any(|t| t.machine == "m6" && t.tax == 0.17));
+        let same = SameCell {
+            config: "mooncake_both".into(),
+            cell: "r2_i4096_o256".into(),
+            metric: "ttft_p90".into(),
+            phase_a: tax(0.15, 0.04, 0.27, Detection::Tax),
+            phase_b: tax(-0.08, -0.19, 0.05, Detection::Inconclusive),
+            difference: tax(-0.2, -0.32, -0.05, Detection::Negative),
+            by_place: same_cell::by_place(&terms),
+            place_test: same_cell::place_test(&terms),
+            by_machine,
+            split_by_place: split,
+        };
+        assert_eq!(
+            same.signs(Phase::A),
+            (3, 3),
+            "signs count machines, m6 once"
+        );
+        assert_eq!(
+            same.place_summary().unwrap(),
+            "1st on 4 machines (A 3, B 1), tax above 0 on 3, median +10.0%; 4th on 1 (A 1), \
+             above 0 on 1, median +28.0%; 5th on 2 (B 2), above 0 on 0, median -15.5%; 1st \
+             against later: exact rank-sum p 0.629 (4 vs 3 machines); within a phase (A 3 vs 1, \
+             B 1 vs 2): stratified p 1.000; on the machine that ran it at several places, its \
+             launches at each place (no machine difference in these): A m6: 1st +8.0%, 4th +28.0%"
+        );
     }
 
     /// A Phase B verdict (H5) whose cells plain's or its config's launches ran at different

@@ -168,32 +168,47 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
+            let row = |t: &crate::analysis::same_cell::MachineTax, machine: String| {
+                // `l3 (5th)`: where the cell ran in that launch, when known.
+                let at = |ls: &[u32], pos: &[u32]| {
+                    ls.iter()
+                        .enumerate()
+                        .map(|(i, l)| match pos.get(i).copied().unwrap_or(0) {
+                            0 => format!("l{l}"),
+                            p => format!("l{l} ({})", fmt::ordinal(p)),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let k = t.launches.len().min(t.positions.len());
+                SameCellMachineView {
+                    phase: t.phase.tag().to_owned(),
+                    machine,
+                    launches: format!(
+                        "{} vs {}",
+                        at(&t.launches, &t.positions[..k]),
+                        at(&t.plain_launches, &t.positions[k..])
+                    ),
+                    tax: fmt::pct(t.tax),
+                }
+            };
+            // A machine that ran the cell at several places: its row, then one per place.
             let machines = c
                 .by_machine
                 .iter()
-                .map(|t| {
-                    // `l3 (5th)`: where the cell ran in that launch, when known.
-                    let at = |ls: &[u32], pos: &[u32]| {
-                        ls.iter()
-                            .enumerate()
-                            .map(|(i, l)| match pos.get(i).copied().unwrap_or(0) {
-                                0 => format!("l{l}"),
-                                p => format!("l{l} ({})", fmt::ordinal(p)),
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    };
-                    let k = t.launches.len().min(t.positions.len());
-                    SameCellMachineView {
-                        phase: t.phase.tag().to_owned(),
-                        machine: t.machine.clone(),
-                        launches: format!(
-                            "{} vs {}",
-                            at(&t.launches, &t.positions[..k]),
-                            at(&t.plain_launches, &t.positions[k..])
-                        ),
-                        tax: fmt::pct(t.tax),
-                    }
+                .flat_map(|t| {
+                    let places = c
+                        .split_by_place
+                        .iter()
+                        .filter(|s| s.phase == t.phase && s.machine == t.machine)
+                        .map(|s| {
+                            let place = match s.positions.first().copied().unwrap_or(0) {
+                                0 => "at an unknown place".to_owned(),
+                                p => fmt::ordinal(p),
+                            };
+                            row(s, format!("{}, cell {place}", s.machine))
+                        });
+                    std::iter::once(row(t, t.machine.clone())).chain(places)
                 })
                 .collect();
             let by_place = c
