@@ -419,9 +419,10 @@ fn a_resumed_run_directory_comes_back_whole() {
     assert!(!names.contains(&"h200x2/profile.toml"), "{names:?}");
 }
 
-/// A stand-in for `ctax` (`CTAX_BIN`): appends its arguments and a line when it ends to
-/// `calls.txt`; `--fail` exits 7, `--slow` sleeps until a SIGINT comes (then exits 130, as
-/// `ctax run` does after stopping its servers).
+/// A stand-in for `ctax` (`CTAX_BIN`): appends its arguments, each in brackets (so an argument
+/// with a space shows as one), and a line when it ends to `calls.txt`; `--fail` exits 7,
+/// `--slow` sleeps until SIGTERM comes (then writes `interrupted` and exits 5: the chain must
+/// still end as stopped, whatever status the sweep ends with).
 fn fake_ctax(dir: &Path) -> PathBuf {
     let bin = dir.join("fake_ctax");
     let calls = dir.join("calls.txt");
@@ -429,8 +430,8 @@ fn fake_ctax(dir: &Path) -> PathBuf {
         &bin,
         format!(
             "#!/usr/bin/env bash\n\
-             echo \"$*\" >> {calls}\n\
-             trap 'echo interrupted >> {calls}; exit 130' INT\n\
+             printf '[%s]' \"$@\" >> {calls}; echo >> {calls}\n\
+             trap 'echo interrupted >> {calls}; exit 5' TERM\n\
              for a in \"$@\"; do\n\
                [[ $a == --fail ]] && exit 7\n\
                if [[ $a == --slow ]]; then touch {dir}/slow.started; for _ in $(seq 1 200); do sleep 0.05; done; fi\n\
@@ -445,7 +446,7 @@ fn fake_ctax(dir: &Path) -> PathBuf {
     bin
 }
 
-fn chain(dir: &Path, args: &[&str]) -> std::process::Child {
+fn chain(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new("bash")
         .arg(repo().join("tools/gpu_run.sh"))
         .arg("chain")
@@ -453,9 +454,7 @@ fn chain(dir: &Path, args: &[&str]) -> std::process::Child {
         .arg(dir.join("out"))
         .args(args)
         .env("CTAX_BIN", fake_ctax(dir))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+        .output()
         .unwrap()
 }
 
@@ -486,18 +485,16 @@ fn chained_sweeps_run_in_order_with_their_own_arguments() {
             "--note",
             "two words",
         ],
-    )
-    .wait_with_output()
-    .unwrap();
+    );
     assert!(out.status.success(), "{out:?}");
     let root = d.join("out").display().to_string();
     assert_eq!(
         calls(d),
         vec![
-            format!("run --profile P.toml --out {root} --launches 6"),
+            format!("[run][--profile][P.toml][--out][{root}][--launches][6]"),
             "ended".to_owned(),
             format!(
-                "run --profile P.toml --out {root} --launches 7 --phase-a-order 4,6,8,2 --note two words"
+                "[run][--profile][P.toml][--out][{root}][--launches][7][--phase-a-order][4,6,8,2][--note][two words]"
             ),
             "ended".to_owned(),
         ]
@@ -506,38 +503,60 @@ fn chained_sweeps_run_in_order_with_their_own_arguments() {
     assert!(log.contains("sweep 2 of 2"), "{log}");
     // One sweep, no `--then`: one call, no chain chatter in the log.
     let tmp1 = tempfile::tempdir().unwrap();
-    let one = chain(tmp1.path(), &["--launches", "2"])
-        .wait_with_output()
-        .unwrap();
+    let one = chain(tmp1.path(), &["--launches", "2"]);
     assert!(one.status.success());
     assert_eq!(calls(tmp1.path()).len(), 2);
     assert!(!String::from_utf8_lossy(&one.stdout).contains("sweep 1"));
 }
 
 /// A sweep that fails ends the chain with its exit status; the sweeps after it never start.
+/// An empty sweep (`--then` first, last or twice in a row), which `ctax run` would take as the
+/// profile's whole default sweep, is refused before anything starts.
 #[test]
-fn a_failed_sweep_ends_the_chain() {
+fn a_failed_sweep_ends_the_chain_and_an_empty_one_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let out = chain(d, &["--a", "--then", "--fail", "--then", "--c"])
-        .wait_with_output()
-        .unwrap();
+    let out = chain(d, &["--a", "--then", "--fail", "--then", "--c"]);
     assert_eq!(out.status.code(), Some(7));
     let c = calls(d);
     assert_eq!(c.len(), 3, "{c:?}");
-    assert!(c[2].ends_with("--fail"));
+    assert!(c[2].ends_with("[--fail]"));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("sweep 2 exited 7: sweeps 3-3 not started")
     );
+    for args in [
+        &["--a", "--then"][..],
+        &["--then", "--a"],
+        &["--a", "--then", "--then", "--b"],
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = chain(tmp.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("an empty sweep"));
+        assert!(calls(tmp.path()).is_empty(), "{args:?}: nothing runs");
+    }
 }
 
-/// `stop` (SIGINT to the chain's pid) reaches the running sweep, which ends as interrupted; the
-/// chain exits 130 and the next sweep never starts.
+/// `stop` on a chain detached as `start` detaches it (from a shell without job control, so it
+/// starts with SIGINT ignored: a signal it cannot trap) reaches the running sweep, which ends as
+/// interrupted; the chain says it stopped, its next sweep never starts and nothing is left
+/// running.
 #[test]
 fn a_stop_reaches_the_running_sweep_and_ends_the_chain() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
-    let child = chain(d, &["--slow", "--then", "--c"]);
+    let out = d.join("out");
+    let st = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "setsid nohup bash {script} chain P.toml {out} --slow --then --c > {out}.log 2>&1 < /dev/null & echo $! > {out}.pid",
+            script = repo().join("tools/gpu_run.sh").display(),
+            out = out.display()
+        ))
+        .env("CTAX_BIN", fake_ctax(d))
+        .status()
+        .unwrap();
+    assert!(st.success());
     for _ in 0..200 {
         if d.join("slow.started").exists() {
             break;
@@ -548,15 +567,16 @@ fn a_stop_reaches_the_running_sweep_and_ends_the_chain() {
         d.join("slow.started").exists(),
         "the first sweep never started"
     );
-    let st = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let log = gpu_run(&["stop", out.to_str().unwrap()]);
+    assert!(log.contains("[gpu_run] stopped"), "{log}");
     let c = calls(d);
     assert_eq!(c.len(), 2, "{c:?}");
-    assert!(c[0].ends_with("--slow"));
+    assert!(c[0].ends_with("[--slow]"));
     assert_eq!(c[1], "interrupted");
+    let pid = fs::read_to_string(d.join("out.pid")).unwrap();
+    let alive = Command::new("kill")
+        .args(["-0", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(!alive.success(), "the chain is gone");
 }

@@ -16,7 +16,8 @@
 #        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last, --phase-b-first 4096/256,
 #        --phase-a-order 4,6,8,2); `--then` separates sweeps run one after the other in the same
 #        detached job, root and log (`start P OUT --launches 6 --then --launches 7
-#        --phase-a-order 4,6,8,2`): no call gap between them; a failed sweep ends the chain
+#        --phase-a-order 4,6,8,2`): no call gap between them; a failed sweep ends the chain; an
+#        empty sweep (--then first, last or doubled) is refused before anything starts
 #   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
 #        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
 #        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:
@@ -30,7 +31,8 @@
 #        `start` (newer than OUT.stamp) as they are, raw JSONL uncompressed, tarred into DEST;
 #        touches nothing in OUT: compressing a raw file the collector still appends to would
 #        lose its later lines)
-#   bash tools/gpu_run.sh stop OUT               (SIGINT to the sweep: every slot's server stopped, data kept)
+#   bash tools/gpu_run.sh stop OUT               (SIGTERM to the sweep(s): every slot's server stopped, data
+#        kept, no later sweep of a --then chain started)
 #   bash tools/gpu_run.sh probe JSON [LENS]      (prefill capacity per input length, default
 #        4096,16384,32768: tools/prefill_probe.py on a plain server, GPU 0; not during a sweep)
 #   bash tools/gpu_run.sh fetch OUT DEST         (after the sweep: compresses raw JSONL and large server
@@ -101,6 +103,20 @@ bring_back() {
   fi
   ls -la "$dest"
 }
+# Refuses an empty sweep in `start`'s / `chain`'s arguments (`--then` first, last or twice in a
+# row): `ctax run` without arguments would run the profile's whole default sweep.
+check_parts() {
+  local a prev=--then seen=0
+  for a in "$@"; do [[ "$a" == --then ]] && seen=1; done
+  (( seen )) || return 0
+  for a in "$@" --then; do
+    if [[ "$a" == --then && "$prev" == --then ]]; then
+      echo "[gpu_run] an empty sweep (--then first, last or twice in a row): refused, nothing started" >&2
+      exit 2
+    fi
+    prev=$a
+  done
+}
 case "$cmd" in
   pack)
     mkdir -p "$REPO/.gpu"
@@ -141,6 +157,7 @@ case "$cmd" in
     echo "received: $(find /tmp/stage -type f | wc -l) bundle parts, $(find /tmp/ctax-bins -type f | wc -l) binary parts" ;;
   start)
     profile=${1:?profile}; out=${2:?results root}; shift 2
+    check_parts "$@"
     if ! python3 -c 'import sys; sys.path.insert(0, "/tmp/site"); import vllm' 2>/dev/null; then
       bash "$REPO/.device-stage/gpu-setup.sh" install
     fi
@@ -159,26 +176,29 @@ case "$cmd" in
     setsid nohup bash "$REPO/tools/gpu_run.sh" chain "$profile" "$out" "$@" \
       > "$out.log" 2>&1 < /dev/null &
     echo $! > "$out.pid"
-    echo "started ctax run (pid $!), log $out.log"
+    echo "started the sweep(s) (gpu_run.sh chain, pid $!), log $out.log"
     sleep 20; tail -20 "$out.log" ;;
   chain)
     # What `start` runs detached: one `ctax run` per sweep, the sweeps split at `--then`, one
     # after the other into the same root and log; a sweep that fails (or is stopped) ends the
-    # chain with its exit status, the sweeps after it not started. SIGINT/SIGTERM (`stop`) goes on
-    # to the running sweep, which stops its servers and keeps its data. CTAX_BIN: the ctax to run
-    # (tests).
+    # chain with its exit status, the sweeps after it not started. SIGTERM (`stop`) or SIGINT goes
+    # on to the running sweep as SIGTERM (ctax run takes it as Ctrl-C: it stops its servers and
+    # keeps its data), and the chain exits 130. CTAX_BIN: the ctax to run (tests).
     profile=${1:?profile}; out=${2:?results root}; shift 2
+    check_parts "$@"
     bin=${CTAX_BIN:-$REPO/target/release/ctax}
     sweeps=() cur=""
     for a in "$@"; do
       if [[ "$a" == --then ]]; then sweeps+=("$cur"); cur=""; else cur+=" $(printf '%q' "$a")"; fi
     done
     sweeps+=("$cur")
-    # Job control: without it a background job starts with SIGINT ignored, and a sweep must
-    # take `stop`'s SIGINT as an interrupt.
+    # `start` detaches the chain from a shell without job control, so SIGINT reaches it ignored,
+    # and a non-interactive bash cannot trap a signal ignored on entry: `stop` sends SIGTERM. The
+    # trap signals every running job (also one started but not yet in `child`), waits whatever its
+    # status, and exits 130. Job control (`set -m`) keeps each sweep in a process group of its own.
     set -m
     child=0
-    trap 'if (( child )); then kill -INT "$child" 2>/dev/null; wait "$child"; fi; echo "[gpu_run] stopped"; exit 130' INT TERM
+    trap 'kill -TERM $(jobs -p) 2>/dev/null || true; wait || true; echo "[gpu_run] stopped"; exit 130' INT TERM
     k=0
     for s in "${sweeps[@]}"; do
       k=$((k + 1))
@@ -217,11 +237,12 @@ case "$cmd" in
     out=${1:?results root}; dest=${2:?destination dir}
     bring_back "$out" "$dest" ;;
   stop)
-    # Ctrl-C for the detached sweep: SIGINT to ctax run, which stops every slot's server, keeps
-    # the data and exits 130; resume later with the same start command.
+    # Ctrl-C for the detached sweep(s): SIGTERM to the chain `start` began, which passes it on to
+    # the running ctax run (it stops every slot's server, keeps the data and exits) and starts no
+    # later sweep; resume later with the same start command.
     out=${1:?results root}
     pid=$(cat "$out.pid")
-    kill -INT "$pid"
+    kill -TERM "$pid"
     for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     tail -20 "$out.log" ;;
   fetch)

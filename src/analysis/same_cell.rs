@@ -331,7 +331,8 @@ impl SameCell {
             .iter()
             .map(|((ph, m), ts)| {
                 let mut ts = ts.clone();
-                ts.sort_by_key(|t| place_of(t));
+                // Known places in order, an unknown one last (as `by_place` lists them).
+                ts.sort_by_key(|t| (place_of(t) == 0, place_of(t)));
                 let taxes: Vec<String> = ts
                     .iter()
                     .map(|t| {

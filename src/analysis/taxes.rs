@@ -605,8 +605,8 @@ impl TaxEngine<'_> {
 }
 
 /// Relabels the launches `(launch, its place in it)` of each machine that ran the cell at
-/// more than one place (0, unknown, counts as a place of its own) as `"{machine}, cell 1st"`
-/// (`"…, cell at an unknown place"`), so that [`paired`] compares launches within a place on
+/// more than one place (0, unknown, counts as a place of its own) as `"{machine} (cell 1st)"`
+/// (`"… (cell at an unknown place)"`), so that [`paired`] compares launches within a place on
 /// such a machine; machines at one place keep their labels. Returns each new label with its
 /// machine.
 pub(crate) fn block_by_place(launches: &mut [(&mut LaunchStat, u32)]) -> BTreeMap<String, String> {
@@ -620,8 +620,8 @@ pub(crate) fn block_by_place(launches: &mut [(&mut LaunchStat, u32)]) -> BTreeMa
             continue;
         }
         let label = match *p {
-            0 => format!("{}, cell at an unknown place", l.machine),
-            p => format!("{}, cell {}", l.machine, super::words::ordinal(p)),
+            0 => format!("{} (cell at an unknown place)", l.machine),
+            p => format!("{} (cell {})", l.machine, super::words::ordinal(p)),
         };
         blocks.insert(label.clone(), l.machine.clone());
         l.machine = label;
@@ -798,10 +798,6 @@ mod tests {
         }
     }
 
-    /// By hand: X has 2 launches on m1 (log 1.0, 1.2) and 1 on m3 (no plain there); plain has
-    /// 1 on m1 (log 0.9) and 2 on m2 (X never ran there). Only m1 pairs: d = 1.1 − 0.9 = 0.2,
-    /// weight 2·1/3 (alone, so it cancels). Replicate 0 shifts every launch by +0.1 (d stays
-    /// 0.2), replicate 1 shifts X's m1 launches by +0.3 (d = 0.5).
     /// The eighteenth stretch's machine: mooncake_both l5 and plain l7 ran the 2 req/s cell
     /// 1st, mooncake_both l6 and plain l8 ran it 4th (TTFT p90 134.2, 123.9, 125.9, 98.5 ms, the
     /// numpy-linear p90s by hand from the raw records); machine n ran everything 1st. Blocked by
@@ -838,8 +834,8 @@ mod tests {
         assert_eq!(
             blocks,
             BTreeMap::from([
-                ("m, cell 1st".to_owned(), "m".to_owned()),
-                ("m, cell 4th".to_owned(), "m".to_owned()),
+                ("m (cell 1st)".to_owned(), "m".to_owned()),
+                ("m (cell 4th)".to_owned(), "m".to_owned()),
             ])
         );
         let r = paired(&x, &p, f64::ln);
@@ -849,9 +845,9 @@ mod tests {
             .map(|d| (d.machine.clone(), d.est.exp_m1()))
             .collect();
         assert_eq!(terms.len(), 3);
-        assert_eq!(terms[0].0, "m, cell 1st");
+        assert_eq!(terms[0].0, "m (cell 1st)");
         assert!((terms[0].1 - 0.0831).abs() < 5e-5, "{terms:?}");
-        assert_eq!(terms[1].0, "m, cell 4th");
+        assert_eq!(terms[1].0, "m (cell 4th)");
         assert!((terms[1].1 - 0.2782).abs() < 5e-5, "{terms:?}");
         assert_eq!(terms[2].0, "n");
         assert!((terms[2].1 - 0.10).abs() < 1e-12);
@@ -860,14 +856,18 @@ mod tests {
         let (a, b) = u.split_at_mut(1);
         let blocks = block_by_place(&mut [(&mut a[0], 2), (&mut b[0], 0)]);
         assert_eq!(blocks.len(), 2);
-        assert_eq!(u[1].machine, "k, cell at an unknown place");
-        assert_eq!(u[0].machine, "k, cell 2nd");
+        assert_eq!(u[1].machine, "k (cell at an unknown place)");
+        assert_eq!(u[0].machine, "k (cell 2nd)");
         let mut one = [ls(0, "j", 1.0, &[1.0]), ls(1, "j", 1.0, &[1.0])];
         let (a, b) = one.split_at_mut(1);
         assert!(block_by_place(&mut [(&mut a[0], 3), (&mut b[0], 3)]).is_empty());
         assert_eq!(one[0].machine, "j");
     }
 
+    /// By hand: X has 2 launches on m1 (log 1.0, 1.2) and 1 on m3 (no plain there); plain has
+    /// 1 on m1 (log 0.9) and 2 on m2 (X never ran there). Only m1 pairs: d = 1.1 − 0.9 = 0.2,
+    /// weight 2·1/3 (alone, so it cancels). Replicate 0 shifts every launch by +0.1 (d stays
+    /// 0.2), replicate 1 shifts X's m1 launches by +0.3 (d = 0.5).
     #[test]
     fn paired_uses_shared_machines_only() {
         let e = f64::exp;

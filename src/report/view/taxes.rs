@@ -206,7 +206,7 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
                                 0 => "at an unknown place".to_owned(),
                                 p => fmt::ordinal(p),
                             };
-                            row(s, format!("{}, cell {place}", s.machine))
+                            row(s, format!("{} (cell {place})", s.machine))
                         });
                     std::iter::once(row(t, t.machine.clone())).chain(places)
                 })
