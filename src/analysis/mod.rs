@@ -214,7 +214,7 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     warnings.extend(order_warning(&machines.order));
     let mixed_places = launch_places::mixed(&positions);
     warnings.extend(launch_places::warnings(&mixed_places));
-    let same_cell = same_cell::checks(&engine, &positions);
+    let same_cell = same_cell::checks(&engine);
     warnings.extend(same_cell.iter().filter(|c| c.disagrees()).map(|c| {
         let ((a_up, a_n), (b_up, b_n)) = (c.signs(Phase::A), c.signs(Phase::B));
         let place = c.place_summary().map_or(String::new(), |p| {

@@ -366,11 +366,12 @@ impl SameCell {
     }
 }
 
-/// Every (config, cell, metric) with a tax in both Phase A and Phase B.
-pub(crate) fn checks(
-    engine: &TaxEngine,
-    positions: &std::collections::BTreeMap<CellAt, u32>,
-) -> Vec<SameCell> {
+/// Every (config, cell, metric) with a tax in both Phase A and Phase B; the cells' places are
+/// the engine's ([`TaxEngine::with_places`]; none known without them), so the per-place terms
+/// and the places listed come from one map.
+pub(crate) fn checks(engine: &TaxEngine) -> Vec<SameCell> {
+    let none = BTreeMap::new();
+    let positions = engine.places.unwrap_or(&none);
     let mut out = Vec::new();
     let mut keys: Vec<(&str, &str)> = engine
         .stats
