@@ -422,7 +422,9 @@ fn a_resumed_run_directory_comes_back_whole() {
 /// A stand-in for `ctax` (`CTAX_BIN`): appends its arguments, each in brackets (so an argument
 /// with a space shows as one), and a line when it ends to `calls.txt`; `--fail` exits 7,
 /// `--slow` sleeps until SIGTERM comes (then writes `interrupted` and exits 5: the chain must
-/// still end as stopped, whatever status the sweep ends with).
+/// still end as stopped, whatever status the sweep ends with). A dry run (`--dry-run`) goes to
+/// `dry.txt` instead and ends at once: with `--typo` as a usage error (exit 2, as clap exits),
+/// with `--dry-fail` as a plan that fails on the root as it is now (exit 1).
 fn fake_ctax(dir: &Path) -> PathBuf {
     let bin = dir.join("fake_ctax");
     let calls = dir.join("calls.txt");
@@ -430,6 +432,14 @@ fn fake_ctax(dir: &Path) -> PathBuf {
         &bin,
         format!(
             "#!/usr/bin/env bash\n\
+             if [[ \" $* \" == *\" --dry-run \"* ]]; then\n\
+               printf '[%s]' \"$@\" >> {dir}/dry.txt; echo >> {dir}/dry.txt\n\
+               for a in \"$@\"; do\n\
+                 [[ $a == --typo ]] && {{ echo \"error: unexpected argument '--typo' found\" >&2; exit 2; }}\n\
+                 [[ $a == --dry-fail ]] && {{ echo 'error: no reference rates in this root yet' >&2; exit 1; }}\n\
+               done\n\
+               exit 0\n\
+             fi\n\
              printf '[%s]' \"$@\" >> {calls}; echo >> {calls}\n\
              trap 'echo interrupted >> {calls}; exit 5' TERM\n\
              for a in \"$@\"; do\n\
@@ -458,12 +468,16 @@ fn chain(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-fn calls(dir: &Path) -> Vec<String> {
-    fs::read_to_string(dir.join("calls.txt"))
+fn lines(dir: &Path, name: &str) -> Vec<String> {
+    fs::read_to_string(dir.join(name))
         .unwrap_or_default()
         .lines()
         .map(str::to_owned)
         .collect()
+}
+
+fn calls(dir: &Path) -> Vec<String> {
+    lines(dir, "calls.txt")
 }
 
 /// `start P OUT a --then b` runs `ctax run` twice, one after the other, each with the profile,
@@ -501,12 +515,56 @@ fn chained_sweeps_run_in_order_with_their_own_arguments() {
     );
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(log.contains("sweep 2 of 2"), "{log}");
-    // One sweep, no `--then`: one call, no chain chatter in the log.
+    // Each sweep was dry-run first, with its own arguments.
+    assert_eq!(
+        lines(d, "dry.txt"),
+        vec![
+            format!("[run][--profile][P.toml][--out][{root}][--launches][6][--dry-run]"),
+            format!(
+                "[run][--profile][P.toml][--out][{root}][--launches][7][--phase-a-order][4,6,8,2][--note][two words][--dry-run]"
+            ),
+        ]
+    );
+    // One sweep, no `--then`: one call, no dry run (the sweep itself fails at once on a bad
+    // argument), no chain chatter in the log.
     let tmp1 = tempfile::tempdir().unwrap();
     let one = chain(tmp1.path(), &["--launches", "2"]);
     assert!(one.status.success());
     assert_eq!(calls(tmp1.path()).len(), 2);
+    assert!(lines(tmp1.path(), "dry.txt").is_empty());
     assert!(!String::from_utf8_lossy(&one.stdout).contains("sweep 1"));
+}
+
+/// A usage error in any sweep of a chain (an argument `ctax run` refuses, exit 2) refuses the
+/// whole chain before anything starts, naming the sweep and showing ctax's message: without
+/// the dry runs the first sweep would run for minutes and the typo show only when sweep 3's
+/// turn came. A later sweep whose dry run fails otherwise (its plan may need what the sweeps
+/// before it add) is reported and the chain runs.
+#[test]
+fn a_typo_in_a_later_sweep_refuses_the_chain_before_anything_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let out = chain(d, &["--a", "--then", "--b", "--then", "--typo"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("sweep 3's arguments are refused"), "{err}");
+    assert!(err.contains("unexpected argument '--typo'"), "{err}");
+    assert!(calls(d).is_empty(), "nothing ran: {:?}", calls(d));
+    assert_eq!(lines(d, "dry.txt").len(), 3);
+
+    let tmp2 = tempfile::tempdir().unwrap();
+    let d2 = tmp2.path();
+    let out = chain(d2, &["--a", "--then", "--dry-fail"]);
+    assert!(out.status.success(), "{out:?}");
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("sweep 2's dry run on the root as it is now failed (exit 1")
+            && log.contains("no reference rates in this root yet"),
+        "{log}"
+    );
+    let c = calls(d2);
+    assert_eq!(c.len(), 4, "both sweeps ran: {c:?}");
+    assert!(c[2].ends_with("[--dry-fail]"));
 }
 
 /// A sweep that fails ends the chain with its exit status; the sweeps after it never start.

@@ -17,7 +17,8 @@
 #        --phase-a-order 4,6,8,2); `--then` separates sweeps run one after the other in the same
 #        detached job, root and log (`start P OUT --launches 6 --then --launches 7
 #        --phase-a-order 4,6,8,2`): no call gap between them; a failed sweep ends the chain; an
-#        empty sweep (--then first, last or doubled) is refused before anything starts
+#        empty sweep (--then first, last or doubled), or a usage error in any sweep's arguments
+#        (each is dry-run first), is refused before anything starts
 #   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
 #        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
 #        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:
@@ -192,6 +193,27 @@ case "$cmd" in
       if [[ "$a" == --then ]]; then sweeps+=("$cur"); cur=""; else cur+=" $(printf '%q' "$a")"; fi
     done
     sweeps+=("$cur")
+    # Before anything starts, each sweep of a chain is dry-run on the root as it is now: a
+    # usage error (exit 2: an argument `ctax run` does not take, a typo) in any sweep refuses the
+    # chain, where it would otherwise end it only when that sweep's turn came, minutes of device
+    # time later. Another failure of a later sweep's dry run is only reported: its plan can
+    # depend on what the sweeps before it add (reference rates, launches).
+    if (( ${#sweeps[@]} > 1 )); then
+      k=0
+      for s in "${sweeps[@]}"; do
+        k=$((k + 1))
+        eval "set -- $s"
+        [[ " $* " == *" --dry-run "* ]] && continue
+        rc=0; msg=$("$bin" run --profile "$profile" --out "$out" "$@" --dry-run 2>&1 < /dev/null) || rc=$?
+        if (( rc == 2 )); then
+          printf '%s\n' "$msg" | tail -5 >&2
+          echo "[gpu_run] sweep $k's arguments are refused by ctax run (usage error, exit 2): the chain is refused, nothing started" >&2
+          exit 2
+        elif (( rc != 0 )); then
+          echo "[gpu_run] sweep $k's dry run on the root as it is now failed (exit $rc; the sweeps before it may change that): $(printf '%s\n' "$msg" | tail -1)"
+        fi
+      done
+    fi
     # `start` detaches the chain from a shell without job control, so SIGINT reaches it ignored,
     # and a non-interactive bash cannot trap a signal ignored on entry: `stop` sends SIGTERM. The
     # trap signals every running job (also one started but not yet in `child`), waits whatever its
