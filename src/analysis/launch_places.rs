@@ -12,19 +12,32 @@ use serde::{Deserialize, Serialize};
 
 use super::same_cell::CellAt;
 
+/// One launch of one config (`mooncake_both l4` when shown).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LaunchRef {
+    pub config: String,
+    pub launch: u32,
+}
+
+impl std::fmt::Display for LaunchRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} l{}", self.config, self.launch)
+    }
+}
+
 /// One cell whose launches ran it at more than one known place.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MixedPlaces {
     pub phase: Phase,
     pub cell: String,
-    /// 1-based place → the launches that ran the cell there (`config lN`, in name order).
-    pub places: BTreeMap<u32, Vec<String>>,
+    /// 1-based place → the launches that ran the cell there (by config name, then launch).
+    pub places: BTreeMap<u32, Vec<LaunchRef>>,
 }
 
 /// The cells of `positions` ([`super::same_cell::cell_positions`]) run at more than one known
 /// place (an unknown place, 0, is left out), in order of phase and cell name.
 pub(crate) fn mixed(positions: &BTreeMap<CellAt, u32>) -> Vec<MixedPlaces> {
-    let mut by_cell: BTreeMap<(Phase, &str), BTreeMap<u32, Vec<String>>> = BTreeMap::new();
+    let mut by_cell: BTreeMap<(Phase, &str), BTreeMap<u32, Vec<LaunchRef>>> = BTreeMap::new();
     for ((config, phase, launch, cell), &place) in positions {
         if place > 0 {
             by_cell
@@ -32,7 +45,10 @@ pub(crate) fn mixed(positions: &BTreeMap<CellAt, u32>) -> Vec<MixedPlaces> {
                 .or_default()
                 .entry(place)
                 .or_default()
-                .push(format!("{config} l{launch}"));
+                .push(LaunchRef {
+                    config: config.clone(),
+                    launch: *launch,
+                });
         }
     }
     by_cell
@@ -50,7 +66,7 @@ impl MixedPlaces {
     /// `r2_i4096_o256 5th in 8 launches, 1st in 4 (mooncake_both l4, l5, plain l4, l5)`: the
     /// place most launches ran it at, then the others with their launches.
     pub fn describe(&self) -> String {
-        let mut places: Vec<(&u32, &Vec<String>)> = self.places.iter().collect();
+        let mut places: Vec<(&u32, &Vec<LaunchRef>)> = self.places.iter().collect();
         // Most launches first; at equal counts, the earlier place.
         places.sort_by_key(|(p, l)| (std::cmp::Reverse(l.len()), **p));
         let parts: Vec<String> = places
@@ -63,6 +79,7 @@ impl MixedPlaces {
                 if i == 0 {
                     format!("{place} in {n} {what}")
                 } else {
+                    let l: Vec<String> = l.iter().map(ToString::to_string).collect();
                     format!("{place} in {n} ({})", l.join(", "))
                 }
             })
@@ -72,10 +89,10 @@ impl MixedPlaces {
 
     /// Whether a launch of one of `configs` ran the cell at a place other launches did not.
     pub fn involves(&self, configs: &[&str]) -> bool {
-        self.places.values().flatten().any(|l| {
-            l.rsplit_once(' ')
-                .is_some_and(|(c, _)| configs.contains(&c))
-        })
+        self.places
+            .values()
+            .flatten()
+            .any(|l| configs.contains(&l.config.as_str()))
     }
 }
 

@@ -662,22 +662,26 @@ mod same_cell_tests {
     /// of another config's launches only notes nothing.
     #[test]
     fn a_verdict_over_mixed_places_names_the_cells() {
-        use crate::analysis::launch_places::MixedPlaces;
+        use crate::analysis::launch_places::{LaunchRef, MixedPlaces};
         let mut v = h1_and_h5();
-        let mixed = |cell: &str, launch: &str| MixedPlaces {
+        let at = |config: &str, launch: u32| LaunchRef {
+            config: config.into(),
+            launch,
+        };
+        let mixed = |cell: &str, launch: LaunchRef| MixedPlaces {
             phase: Phase::B,
             cell: cell.into(),
             places: std::collections::BTreeMap::from([
-                (5, vec!["mooncake_both l0".to_owned()]),
-                (1, vec![launch.to_owned()]),
+                (5, vec![at("mooncake_both", 0)]),
+                (1, vec![launch]),
             ]),
         };
         let configs = |_: &str| -> &'static [&'static str] { &["mooncake_both"] };
         note_mixed_places(
             &mut v,
             &[
-                mixed("r2_i4096_o256", "plain l4"),
-                mixed("r2_i512_o64", "mooncake_both l4"),
+                mixed("r2_i4096_o256", at("plain", 4)),
+                mixed("r2_i512_o64", at("mooncake_both", 4)),
             ],
             configs,
         );
@@ -687,8 +691,8 @@ mod same_cell_tests {
             "base; Phase B taxes pool launches that ran a cell at different places in the launch (r2_i4096_o256, r2_i512_o64; see Warnings)"
         );
         v.hypotheses[1].reason = "base".into();
-        let mut other = mixed("r2_i4096_o256", "nixl_both l1");
-        other.places.insert(5, vec!["nixl_both l0".to_owned()]);
+        let mut other = mixed("r2_i4096_o256", at("nixl_both", 1));
+        other.places.insert(5, vec![at("nixl_both", 0)]);
         note_mixed_places(&mut v, &[other], configs);
         assert_eq!(v.hypotheses[1].reason, "base");
     }
