@@ -1025,3 +1025,54 @@ fn plain_on_one_side_of_a_config_is_flagged() {
         "| A | mooncake_both | 2 | 0 | 0 | **one-sided**: plain before it on every machine |"
     ));
 }
+
+/// Three configs, two launches each on two machines, Phase A only; synthetic launches run in
+/// turn (plain l0 on m0, mooncake_both l0 on m1, nixl_both l0 on m0, plain l1 on m1, …), so the
+/// first on m0 is plain l0 and the first on m1 mooncake_both l0, and those two launches alone
+/// run 25% slower (`slow_launch`). The first-launch test reads that back from the per-launch
+/// p90s: config + machine + first leaves 6 − 5 = 1 df, and with launch noise of 0.5% the
+/// estimate is ln 1.25 within a few percent; the report lists it under Machines.
+#[test]
+fn a_slow_first_launch_on_each_machine_is_measured() {
+    use connector_tax::synth::{SynthConfig, SynthSpec};
+    let cfg = |name: &str, tax: f64, machines: Vec<u32>| SynthConfig {
+        machines,
+        slow_launch: None,
+        ..SynthConfig::new(name, tax, 1.0)
+    };
+    let mut plain = cfg("plain", 1.0, vec![0, 1]);
+    plain.slow_launch = Some((0, 1.25));
+    let mut mb = cfg("mooncake_both", 1.1, vec![1, 0]);
+    mb.slow_launch = Some((0, 1.25));
+    let spec = SynthSpec {
+        configs: vec![plain, mb, cfg("nixl_both", 1.05, vec![0, 1])],
+        launches: 2,
+        machine_levels: vec![1.0, 0.8],
+        phase_a_rates: vec![2.0],
+        phase_b_shapes: vec![],
+        requests_per_cell: 400,
+        launch_sigma: 0.005,
+        ..Default::default()
+    };
+    let Fixture { analysis, verdicts } = common::from_spec(&spec);
+    let e = analysis
+        .summary
+        .machines
+        .first_launch
+        .iter()
+        .find(|e| e.metric == "ttft_p90" && e.cell == "r2_i4096_o256")
+        .expect("a first-launch test at 2 req/s");
+    assert_eq!(
+        (e.launches, e.first, e.machines, e.df),
+        (6, 2, 2, 1),
+        "{e:?}"
+    );
+    assert!((e.effect - 0.25).abs() < 0.04, "{e:?}");
+    let md = render(&Fixture { analysis, verdicts }).md();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| A 2 req/s, 4096/256 | TTFT p90 | 6 (2 first) | 2 |"))
+        .unwrap_or_else(|| panic!("no first-launch row:\n{md}"));
+    assert!(row.contains("| 1 |"), "{row}");
+    assert!(md.contains("a launch that ran first on its machine against the same config's later ones there, at ref_safe: TTFT p90 +"));
+}

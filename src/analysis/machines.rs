@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
+use super::first_launch::{self, FirstLaunchEffect};
 use super::launch_noise::LaunchNoiseSummary;
 use super::launch_order::{self, OrderBalance};
 use super::model::CellStats;
@@ -31,6 +32,10 @@ pub struct MachinesSummary {
     pub order: Vec<OrderBalance>,
     /// Per cell with launches on ≥ 2 machines and metric: the F-test of the machines.
     pub effects: Vec<MachineEffect>,
+    /// Per cell and metric, on the same launches: the first launch on a machine against the
+    /// same config's later ones there ([`super::first_launch`]).
+    #[serde(default)]
+    pub first_launch: Vec<FirstLaunchEffect>,
     /// The method in one sentence (also in the conventions).
     pub method: String,
 }
@@ -135,7 +140,9 @@ pub(crate) fn summarize(
             (m, by_phase)
         })
         .collect();
+    let first = first_launch::first_on_machine(&launch_order::cell_spans(per_launch));
     let mut effects = Vec::new();
+    let mut first_effects = Vec::new();
     // In the report's order: phase, then rate, input and output length.
     let mut cells: Vec<(Phase, u64, u32, u32, &str)> = pooled
         .iter()
@@ -160,21 +167,30 @@ pub(crate) fn summarize(
             .map(|c| c.key.config.as_str())
             .collect();
         for (m, name) in METRICS {
-            let rows: Vec<LaunchObs> = per_launch
+            let with_first: Vec<(LaunchObs, bool)> = per_launch
                 .iter()
-                .filter(|c| c.launch.is_some() && c.key.phase == phase && c.key.cell == cell)
+                .filter(|c| c.key.phase == phase && c.key.cell == cell)
                 .filter(|c| unsaturated.contains(&c.key.config.as_str()))
                 .filter(|c| noise.own_at(name, phase, cell, &c.key.config).is_none())
                 .filter_map(|c| {
+                    let launch = c.launch?;
                     let value = m.point(c).filter(|v| *v > 0.0 && v.is_finite())?;
-                    Some(LaunchObs {
-                        config: c.key.config.as_str(),
-                        machine: c.machine.as_deref().unwrap_or(UNRECORDED),
-                        value,
-                    })
+                    let machine = c.machine.as_deref().unwrap_or(UNRECORDED);
+                    let config = c.key.config.as_str();
+                    let is_first = first.contains(&(machine, phase, config, launch));
+                    Some((
+                        LaunchObs {
+                            config,
+                            machine,
+                            value,
+                        },
+                        is_first,
+                    ))
                 })
                 .collect();
+            let rows: Vec<LaunchObs> = with_first.iter().map(|(o, _)| *o).collect();
             effects.extend(effect(phase, cell, name, &rows));
+            first_effects.extend(first_launch::effect(phase, cell, name, &with_first));
         }
     }
     MachinesSummary {
@@ -182,6 +198,7 @@ pub(crate) fn summarize(
         // Filled by the analysis once the taxes are known ([`launch_order::of_taxes`]).
         order: Vec::new(),
         effects,
+        first_launch: first_effects,
         method: METHOD.into(),
     }
 }

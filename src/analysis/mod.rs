@@ -19,6 +19,7 @@
 mod calibration;
 mod cells;
 mod conventions;
+pub mod first_launch;
 pub(crate) mod launch_noise;
 pub mod launch_order;
 pub mod launch_places;
@@ -212,6 +213,7 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     }
     warnings.extend(pairing_warnings(&tax_list));
     warnings.extend(order_warning(&machines.order));
+    warnings.extend(first_launch::warnings(&machines.first_launch));
     let mixed_places = launch_places::mixed(&positions);
     warnings.extend(launch_places::warnings(&mixed_places));
     let same_cell = same_cell::checks(&engine);

@@ -38,9 +38,50 @@ fn sorted_levels<'a>(it: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 /// the others span adds nothing); the residual is `y` minus its projections. For the designs
 /// here (tens of rows, dummies in {0, 1}) that is exact to rounding.
 pub(crate) fn least_squares_rss(x: &[Vec<f64>], y: &[f64]) -> (f64, usize) {
+    let (r, rank) = least_squares_residual(x, y);
+    (dot(&r, &r), rank)
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(u, v)| u * v).sum::<f64>()
+}
+
+/// One added column's coefficient in `y ~ x + f`: its estimate, standard error and the
+/// residual degrees of freedom (n − rank(x) − 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct AddedColumn {
+    pub beta: f64,
+    pub se: f64,
+    pub df: usize,
+}
+
+/// The coefficient of the column `f` added to the design `x` (rows of `x`, one value of `f`
+/// per row), by Frisch–Waugh–Lovell: `f` and `y` are each replaced by their residuals on `x`,
+/// `β = (r_f·r_y)/(r_f·r_f)`, the residual sum of squares of the full model is
+/// `r_y·r_y − β² r_f·r_f`, and `se = √(RSS / df / r_f·r_f)` — the same numbers ordinary least
+/// squares on `[x, f]` gives. `None` when `x` spans `f` (nothing within `x`'s groups tells
+/// `f` apart) or no degree of freedom is left.
+pub(crate) fn added_column(x: &[Vec<f64>], f: &[f64], y: &[f64]) -> Option<AddedColumn> {
+    let (rf, rank) = least_squares_residual(x, f);
+    let (ry, _) = least_squares_residual(x, y);
+    let ff = dot(&rf, &rf);
+    if ff <= 1e-9 * dot(f, f).max(f64::MIN_POSITIVE) {
+        return None;
+    }
+    let df = y.len().checked_sub(rank + 1).filter(|d| *d > 0)?;
+    let beta = dot(&rf, &ry) / ff;
+    let rss = (dot(&ry, &ry) - beta * beta * ff).max(0.0);
+    Some(AddedColumn {
+        beta,
+        se: (rss / df as f64 / ff).sqrt(),
+        df,
+    })
+}
+
+/// The residual of `y` on the columns of `x` and the rank of `x` (see [`least_squares_rss`]).
+pub(crate) fn least_squares_residual(x: &[Vec<f64>], y: &[f64]) -> (Vec<f64>, usize) {
     let p = x.first().map_or(0, Vec::len);
     let mut basis: Vec<Vec<f64>> = Vec::new();
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(u, v)| u * v).sum::<f64>();
     for j in 0..p {
         let mut col: Vec<f64> = x.iter().map(|row| row[j]).collect();
         let norm0 = dot(&col, &col).sqrt();
@@ -66,7 +107,7 @@ pub(crate) fn least_squares_rss(x: &[Vec<f64>], y: &[f64]) -> (f64, usize) {
             r.iter_mut().zip(q).for_each(|(v, qv)| *v -= c * qv);
         }
     }
-    (dot(&r, &r), basis.len())
+    (r, basis.len())
 }
 
 #[cfg(test)]
@@ -102,6 +143,48 @@ mod tests {
         let (rss2, rank2) = least_squares_rss(&dummies(true), &y);
         assert_eq!(rank2, 5);
         assert!((rss2 - 0.001_08).abs() < 1e-12, "{rss2}");
+    }
+
+    /// The first-launch column of `analysis::first_launch` added to config + machine dummies
+    /// (every level coded, rank 5). Expected from numpy: `np.linalg.lstsq` on `[X, f]` gives the
+    /// coefficient of f 0.19625, rank 6, so df 9 − 6 = 3, residual sum of squares 0.0018375, and
+    /// the standard error √(s² · pinv(XᵀX)[f, f]) = 0.019565594803123130.
+    #[test]
+    fn an_added_column_matches_numpy_lstsq() {
+        let rows = [
+            ("plain", "m1", 1.0, 0.27),
+            ("x", "m1", 0.0, 0.12),
+            ("plain", "m1", 0.0, 0.05),
+            ("plain", "m2", 1.0, 0.41),
+            ("x", "m2", 0.0, 0.25),
+            ("y", "m2", 0.0, 0.33),
+            ("x", "m3", 1.0, 0.52),
+            ("plain", "m3", 0.0, 0.30),
+            ("y", "m3", 0.0, 0.47),
+        ];
+        let keys: Vec<(&str, &str)> = rows.iter().map(|r| (r.0, r.1)).collect();
+        let f: Vec<f64> = rows.iter().map(|r| r.2).collect();
+        let y: Vec<f64> = rows.iter().map(|r| r.3).collect();
+        let x = two_way_dummies(&keys, true);
+        let a = added_column(&x, &f, &y).expect("f varies within machines");
+        assert_eq!(a.df, 3);
+        assert!((a.beta - 0.196_25).abs() < 1e-12, "{a:?}");
+        assert!((a.se - 0.019_565_594_803_123_13).abs() < 1e-12, "{a:?}");
+        // The same model's RSS through least_squares_rss on [x, f].
+        let xf: Vec<Vec<f64>> = x
+            .iter()
+            .zip(&f)
+            .map(|(r, v)| r.iter().copied().chain([*v]).collect())
+            .collect();
+        let (rss, rank) = least_squares_rss(&xf, &y);
+        assert_eq!(rank, 6);
+        assert!((rss - 0.001_837_5).abs() < 1e-12, "{rss}");
+        // A column the machines span (every launch of m1 first, none elsewhere): no estimate.
+        let by_machine: Vec<f64> = rows
+            .iter()
+            .map(|r| f64::from(u8::from(r.1 == "m1")))
+            .collect();
+        assert_eq!(added_column(&x, &by_machine, &y), None);
     }
 
     #[test]

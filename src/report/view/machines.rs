@@ -1,6 +1,7 @@
 //! The Machines subsection of Taxes: which launches ran on which machine (taxes compare a
 //! config with plain on the same machine) and the machine-effect test of each cell.
 
+use crate::analysis::first_launch::FirstLaunchEffect;
 use crate::analysis::machines::{MachineEffect, MachinesSummary};
 use crate::analysis::model::AnalysisResult;
 
@@ -29,6 +30,21 @@ pub(crate) struct EffectRow {
     pub sd_within: String,
 }
 
+/// One first-launch test as displayed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FirstRow {
+    pub cell: String,
+    pub metric: String,
+    /// `37 (13 first)`.
+    pub launches: String,
+    pub machines: String,
+    /// `+7.5% [-0.9%, +16.6%]`, bold when the interval excludes 0.
+    pub effect: String,
+    pub detected: bool,
+    pub df: String,
+    pub p: String,
+}
+
 /// Where plain ran relative to one config's launches on the machines the two shared.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct OrderRow {
@@ -45,6 +61,7 @@ pub(crate) struct OrderRow {
 pub(crate) struct MachinesView {
     pub rows: Vec<MachineRow>,
     pub effects: Vec<EffectRow>,
+    pub first: Vec<FirstRow>,
     pub order: Vec<OrderRow>,
 }
 
@@ -75,6 +92,20 @@ pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
         })
         .collect();
     let effects = m.effects.iter().map(|e| effect_row(r, e)).collect();
+    let first = m
+        .first_launch
+        .iter()
+        .map(|e| FirstRow {
+            cell: cell_label(r, e.phase, &e.cell),
+            metric: crate::analysis::launch_noise::metric_label(&e.metric).to_owned(),
+            launches: format!("{} ({} first)", e.launches, e.first),
+            machines: e.machines.to_string(),
+            effect: first_text(e),
+            detected: e.detected(),
+            df: e.df.to_string(),
+            p: p_text(e.p),
+        })
+        .collect();
     let order = m
         .order
         .iter()
@@ -93,28 +124,42 @@ pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
     MachinesView {
         rows,
         effects,
+        first,
         order,
     }
 }
 
-fn effect_row(r: &AnalysisResult, e: &MachineEffect) -> EffectRow {
-    let shape = r
-        .summary
+/// `A 2 req/s, 4096/256` (the cell's name where its shape is unknown).
+fn cell_label(r: &AnalysisResult, phase: ctax_schema::Phase, cell: &str) -> String {
+    r.summary
         .cells
         .iter()
-        .find(|c| c.launch.is_none() && c.key.phase == e.phase && c.key.cell == e.cell)
+        .find(|c| c.launch.is_none() && c.key.phase == phase && c.key.cell == cell)
         .map(|c| {
             format!(
                 "{} {} req/s, {}/{}",
-                super::phase_name(e.phase),
+                super::phase_name(phase),
                 crate::report::fmt::rate(c.rate),
                 c.input_len,
                 c.output_len
             )
         })
-        .unwrap_or_else(|| format!("{} {}", super::phase_name(e.phase), e.cell));
+        .unwrap_or_else(|| format!("{} {}", super::phase_name(phase), cell))
+}
+
+/// `+7.5% [-0.9%, +16.6%]`.
+fn first_text(e: &FirstLaunchEffect) -> String {
+    format!(
+        "{:+.1}% [{:+.1}%, {:+.1}%]",
+        e.effect * 100.0,
+        e.lo * 100.0,
+        e.hi * 100.0
+    )
+}
+
+fn effect_row(r: &AnalysisResult, e: &MachineEffect) -> EffectRow {
     EffectRow {
-        cell: shape,
+        cell: cell_label(r, e.phase, &e.cell),
         metric: crate::analysis::launch_noise::metric_label(&e.metric).to_owned(),
         machines: e.machines.to_string(),
         launches: e.launches.to_string(),
@@ -151,15 +196,7 @@ pub(super) fn glance_line(
     let at_ref: Vec<String> = m
         .effects
         .iter()
-        .filter(|e| e.phase == ctax_schema::Phase::A)
-        .filter(|e| {
-            r.summary.cells.iter().any(|c| {
-                c.launch.is_none()
-                    && c.key.phase == e.phase
-                    && c.key.cell == e.cell
-                    && ref_safe.is_some_and(|x| (c.rate - x).abs() < 1e-9)
-            })
-        })
+        .filter(|e| e.phase == ctax_schema::Phase::A && at_ref_safe(r, ref_safe, e.phase, &e.cell))
         .map(|e| {
             format!(
                 "{} F {:.1} on ({}, {}), p {} (sd per launch ±{:.1}% ignoring machines, ±{:.1}% within)",
@@ -176,7 +213,41 @@ pub(super) fn glance_line(
     if !at_ref.is_empty() {
         line = format!("{line}; machine effect at ref_safe: {}", at_ref.join("; "));
     }
+    let first: Vec<String> = m
+        .first_launch
+        .iter()
+        .filter(|e| e.phase == ctax_schema::Phase::A && at_ref_safe(r, ref_safe, e.phase, &e.cell))
+        .map(|e| {
+            format!(
+                "{} {} (p {})",
+                crate::analysis::launch_noise::metric_label(&e.metric),
+                first_text(e),
+                p_text(e.p)
+            )
+        })
+        .collect();
+    if !first.is_empty() {
+        line = format!(
+            "{line}; a launch that ran first on its machine against the same config's later ones there, at ref_safe: {}",
+            first.join("; ")
+        );
+    }
     line
+}
+
+/// Whether `cell` of `phase` runs at ref_safe.
+fn at_ref_safe(
+    r: &AnalysisResult,
+    ref_safe: Option<f64>,
+    phase: ctax_schema::Phase,
+    cell: &str,
+) -> bool {
+    r.summary.cells.iter().any(|c| {
+        c.launch.is_none()
+            && c.key.phase == phase
+            && c.key.cell == cell
+            && ref_safe.is_some_and(|x| (c.rate - x).abs() < 1e-9)
+    })
 }
 
 #[cfg(test)]
