@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use connector_tax::analysis::model::AnalysisResult;
 use connector_tax::cli::{Cli, Cmd};
 use connector_tax::pipeline::{self, Outputs};
@@ -47,7 +47,23 @@ fn run() -> anyhow::Result<ExitCode> {
                 println!("{n}");
             }
         }
-        Cmd::Run(args) => return connector_tax::orchestrate::run(args),
+        Cmd::Run(args) => {
+            // A usage error (clap's exit 2, like a misspelt flag): `gpu_run.sh chain` dry-runs
+            // every sweep first and refuses the chain on exit 2, before any GPU time is spent.
+            if args
+                .configs
+                .as_ref()
+                .is_some_and(|c| !c.iter().any(|x| x == "plain"))
+            {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::ValueValidation,
+                        "--configs must include plain (the baseline)",
+                    )
+                    .exit();
+            }
+            return connector_tax::orchestrate::run(args);
+        }
         Cmd::Merge { roots, out } => {
             let m = connector_tax::orchestrate::merge::merge(&roots, &out)?;
             for n in &m.notes {

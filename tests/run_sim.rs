@@ -1345,3 +1345,27 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("stage 3: Phase B"), "{}", stderr(&o));
 }
+
+/// `--configs` without plain is a usage error (exit 2, clap's code for a misspelt flag), so
+/// `gpu_run.sh chain`, which dry-runs every sweep of a chain first, refuses the chain instead of
+/// reaching that sweep after the others spent their GPU time (2026-12-04: a chain's second
+/// sweep `--configs mooncake_producer` failed only when its turn came). Nothing is written.
+#[test]
+fn configs_without_plain_is_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = profile(tmp.path(), free_port(), &[]);
+    let out = tmp.path().join("out");
+    for extra in [
+        &["--configs", "noop_connector", "--dry-run"][..],
+        &["--configs", "noop_connector,mooncake_both"][..],
+    ] {
+        let o = run(&p, &out, extra);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--configs must include plain"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!out.exists(), "{extra:?} wrote {}", out.display());
+    }
+}

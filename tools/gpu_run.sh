@@ -18,7 +18,8 @@
 #        detached job, root and log (`start P OUT --launches 6 --then --launches 7
 #        --phase-a-order 4,6,8,2`): no call gap between them; a failed sweep ends the chain; an
 #        empty sweep (--then first, last or doubled), or a usage error in any sweep's arguments
-#        (each is dry-run first), is refused before anything starts
+#        (each is dry-run first: a misspelt flag, --configs without plain), is refused before
+#        anything starts
 #   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
 #        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
 #        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:
@@ -174,8 +175,13 @@ case "$cmd" in
     [[ -f "$out.stamp" ]] || touch "$out.stamp"
     # The GPUs as ctax records them (index, UUID); ctax reads the same query per slot.
     nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader || echo "nvidia-smi: not available"
+    # The log is appended to: a second `start` in the same stretch (same stamp) adds its sweeps
+    # after the first's, which `fetch` then brings back in the one log named after the stretch
+    # (2026-12-04: a second start truncated the log, and the first sweep's lines survived only
+    # in an earlier bring-back).
+    echo "[gpu_run] start $(date -u '+%Y-%m-%d %H:%M:%S') UTC: $*" >> "$out.log"
     setsid nohup bash "$REPO/tools/gpu_run.sh" chain "$profile" "$out" "$@" \
-      > "$out.log" 2>&1 < /dev/null &
+      >> "$out.log" 2>&1 < /dev/null &
     echo $! > "$out.pid"
     echo "started the sweep(s) (gpu_run.sh chain, pid $!), log $out.log"
     sleep 20; tail -20 "$out.log" ;;
@@ -273,8 +279,9 @@ case "$cmd" in
     # ingest cuts them again). Files it leaves as they were are listed; the data stays whole.
     "$REPO/target/release/ctax" archive "$out" --slim-steps \
       || echo "[gpu_run] ctax archive was refused (a sweep still holds the root) or left some files as they were (above); fetching anyway"
-    # One log per stretch (named after the stretch's start, so a second fetch replaces it): a
-    # resumed root keeps every earlier stretch's log.
+    # One log per stretch (named after the stretch's start, so a second fetch replaces it with
+    # the longer log: every `start` of the stretch appends to OUT.log): a resumed root keeps
+    # every earlier stretch's log.
     if [[ -f "$out.stamp" ]]; then stamp=$(date -u -r "$out.stamp" +%Y%m%d-%H%M%S); else stamp=$(date -u +%Y%m%d-%H%M%S); fi
     cp "$out.log" "$out/ctax_run_$stamp.log" 2>/dev/null || true
     bring_back "$out" "$dest" ;;
