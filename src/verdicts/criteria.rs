@@ -2,6 +2,7 @@
 
 use ctax_schema::{Decision, FileKind, RowStatus, file_name};
 
+use super::bench_time;
 use super::hypotheses::{
     H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, H4_MAX_DEVIATION, h3_label,
     h3_ratio, h4_additive, h4_deviation,
@@ -321,37 +322,63 @@ fn sc7(ds: &Dataset) -> Verdict {
     if ds.manifest.is_empty() {
         return d.not_testable("no manifest.jsonl: durations unknown");
     }
-    let start = ds
-        .manifest
-        .iter()
-        .map(|r| r.started_unix_ms)
-        .min()
-        .unwrap_or(0);
-    let end = ds
-        .manifest
-        .iter()
-        .map(|r| r.started_unix_ms + (r.duration_s * 1000.0) as u64)
-        .max()
-        .unwrap_or(0);
-    let span_h = end.saturating_sub(start) as f64 / 3.6e6;
-    let busy_h: f64 = ds.manifest.iter().map(|r| r.duration_s).sum::<f64>() / 3600.0;
+    // One bench, not the archive: sessions add launches beyond the profile's plan.
+    let t = bench_time::one_bench(&ds.manifest, ds.profile.as_deref());
+    let hours = t.hours();
     let e = Some(Estimate {
-        est: busy_h,
+        est: hours,
         lo: None,
         hi: None,
     });
-    let v = if busy_h < SC7_MAX_HOURS {
-        VerdictKind::Supported
-    } else {
+    // A planned stage without launches makes the estimate a lower bound: it can refute, not
+    // support.
+    let v = if hours >= SC7_MAX_HOURS {
         VerdictKind::Refuted
+    } else if !t.missing_stages.is_empty() {
+        VerdictKind::Inconclusive
+    } else {
+        VerdictKind::Supported
     };
-    d.finish(
-        e,
-        v,
-        format!(
-            "{busy_h:.2} h of launches and cells over {} manifest rows (first start to last end: {span_h:.2} h, which includes pauses between sessions)",
-            ds.manifest.len()
-        ),
-        None,
-    )
+    d.finish(e, v, t.describe(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctax_schema::ManifestRow;
+
+    fn launch(stage: &str, config: &str, dir: &str, s: f64) -> ManifestRow {
+        bench_time::row(stage, config, dir, RowStatus::Ok, s)
+    }
+
+    fn ds(rows: Vec<ManifestRow>, profile: &str) -> Dataset {
+        let mut d = Dataset::of_runs(std::path::Path::new("."), Vec::new(), Vec::new());
+        d.manifest = rows;
+        d.profile = Some(profile.into());
+        d
+    }
+
+    /// SC7 judges one bench, not the archive: twelve 40-min Phase A launches of plain (8 h in
+    /// the archive) are one bench of 2 x 40 min when the profile plans 2 launches and no
+    /// Phase B: supported. The same profile with 10 launches planned costs 10 x 40 min =
+    /// 6.67 h: refuted. A planned Phase B without a launch leaves a lower bound below 6 h:
+    /// inconclusive.
+    #[test]
+    fn sc7_judges_one_bench_not_the_archive() {
+        let rows: Vec<ManifestRow> = (0..12)
+            .map(|i| launch("1 Phase A", "plain", &format!("p{i}"), 2400.0))
+            .collect();
+        let v = sc7(&ds(rows.clone(), "configs = [\"plain\"]\nlaunches = 2\n"));
+        assert_eq!(v.verdict, VerdictKind::Supported, "{}", v.reason);
+        assert!((v.estimate.unwrap().est - 4800.0 / 3600.0).abs() < 1e-12);
+        assert!(v.reason.contains("add up to 8.00 h"), "{}", v.reason);
+        let v = sc7(&ds(rows.clone(), "configs = [\"plain\"]\nlaunches = 10\n"));
+        assert_eq!(v.verdict, VerdictKind::Refuted, "{}", v.reason);
+        let v = sc7(&ds(
+            rows,
+            "configs = [\"plain\"]\nlaunches = 2\n[phase_b]\nshapes = [[512, 64]]\n",
+        ));
+        assert_eq!(v.verdict, VerdictKind::Inconclusive, "{}", v.reason);
+        assert!(v.reason.contains("not estimated: Phase B"), "{}", v.reason);
+    }
 }

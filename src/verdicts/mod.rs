@@ -12,6 +12,7 @@
 //! of hypotheses. Each threshold is a constant next to the rule that uses it; the report's
 //! figures import them from here.
 
+mod bench_time;
 mod criteria;
 pub(crate) mod hypotheses;
 mod model;
@@ -173,6 +174,10 @@ fn note_mixed_places(
     for x in testable_mut(v) {
         let phase = hypotheses::phase_of(&x.id);
         let mut configs = configs_of(&x.id).to_vec();
+        // SC6 (artifacts) and SC7 (time) compare no config with plain: no tax to note.
+        if configs.is_empty() {
+            continue;
+        }
         configs.push(crate::analysis::taxes::BASELINE);
         let cells: Vec<&str> = mixed
             .iter()
@@ -694,6 +699,11 @@ mod same_cell_tests {
         let mut other = mixed("r2_i4096_o256", at("nixl_both", 1));
         other.places.insert(5, vec![at("nixl_both", 0)]);
         note_mixed_places(&mut v, &[other], configs);
+        assert_eq!(v.hypotheses[1].reason, "base");
+        // A verdict that compares no config with plain (SC6, SC7) pools no taxes: no note,
+        // also for a cell plain's own launches ran at different places.
+        let none = |_: &str| -> &'static [&'static str] { &[] };
+        note_mixed_places(&mut v, &[mixed("r2_i4096_o256", at("plain", 4))], none);
         assert_eq!(v.hypotheses[1].reason, "base");
     }
 }
