@@ -55,7 +55,11 @@ fn run() -> anyhow::Result<ExitCode> {
                 .as_ref()
                 .is_some_and(|c| !c.iter().any(|x| x == "plain"))
             {
-                Cli::command()
+                // The `run` subcommand's error, so the usage shown is `ctax run`'s.
+                let mut cli = Cli::command();
+                cli.build();
+                cli.find_subcommand_mut("run")
+                    .expect("ctax has a run subcommand")
                     .error(
                         clap::error::ErrorKind::ValueValidation,
                         "--configs must include plain (the baseline)",

@@ -32,6 +32,15 @@ struct Plan {
     launches: u32,
     #[serde(default)]
     phase_b: Option<toml::Value>,
+    #[serde(default)]
+    slots: Option<SlotsPlan>,
+}
+
+/// `[slots]`: how many GPUs the bench spreads its launches over.
+#[derive(Deserialize)]
+struct SlotsPlan {
+    #[serde(default)]
+    gpus: Vec<toml::Value>,
 }
 
 fn one() -> u32 {
@@ -48,6 +57,9 @@ pub(crate) struct StageTime {
     pub measured: Vec<String>,
     /// Configs without: costed at the median of the measured configs' medians.
     pub extrapolated: Vec<String>,
+    /// Configs the bench would not run in this stage: every Phase A launch of theirs failed
+    /// (`ctax run` drops them from Phase B).
+    pub dropped: Vec<String>,
     /// Launch directories the medians read (each directory's attempts summed).
     pub launches_read: usize,
 }
@@ -56,14 +68,20 @@ pub(crate) struct StageTime {
 pub(crate) struct BenchTime {
     /// `profile.toml` was read (else: the manifest's configs and stages, one launch each).
     pub from_profile: bool,
+    /// Why `profile.toml` could not be read, when it is there.
+    pub profile_error: Option<String>,
     pub launches: u32,
+    /// GPU slots the profile spreads launches over (1 without `[slots]`).
+    pub gpus: usize,
     pub configs: Vec<String>,
     pub preflight_s: f64,
     pub stages: Vec<StageTime>,
     /// Planned stages without any launch in the manifest: not in the estimate.
     pub missing_stages: Vec<&'static str>,
-    /// Total seconds of one bench (what the estimate covers).
+    /// Total seconds of one bench, one launch after another on one GPU.
     pub total_s: f64,
+    /// The least it can take on `gpus` GPUs: pre-flight + the launches perfectly packed.
+    pub packed_s: f64,
     /// Every manifest row's duration summed (the archive, for comparison).
     pub archive_s: f64,
     pub rows: usize,
@@ -71,7 +89,11 @@ pub(crate) struct BenchTime {
 
 /// One bench's duration from `manifest` and the root's profile text.
 pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> BenchTime {
-    let plan = profile.and_then(|t| toml::from_str::<Plan>(t).ok());
+    let (plan, profile_error) = match profile.map(toml::from_str::<Plan>) {
+        Some(Ok(p)) => (Some(p), None),
+        Some(Err(e)) => (None, Some(e.message().to_string())),
+        None => (None, None),
+    };
     let preflight_rows: Vec<&ManifestRow> =
         manifest.iter().filter(|r| r.stage == PREFLIGHT).collect();
     // Included configs: the plan's (else every config with a launch), less those whose last
@@ -124,19 +146,48 @@ pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> Benc
             .filter(|s| manifest.iter().any(|r| r.stage == *s))
             .collect(),
     };
+    let phase_a = launches_of(manifest, STAGE_A);
+    // A config whose every Phase A launch failed is not run in Phase B (`ctax run`).
+    let failed_in_a: Vec<String> = configs
+        .iter()
+        .filter(|c| {
+            let mine: Vec<RowStatus> = phase_a
+                .iter()
+                .filter(|((cfg, _), _)| cfg == c)
+                .map(|(_, (_, st))| *st)
+                .collect();
+            mine.contains(&RowStatus::Failed) && !mine.contains(&RowStatus::Ok)
+        })
+        .cloned()
+        .collect();
     let mut stages = Vec::new();
     let mut missing_stages = Vec::new();
     for stage in planned {
-        match stage_time(manifest, stage, &configs) {
-            Some(t) => stages.push(t),
+        let (run, dropped): (Vec<String>, Vec<String>) = configs
+            .iter()
+            .cloned()
+            .partition(|c| stage == STAGE_A || !failed_in_a.contains(c));
+        match stage_time(manifest, stage, &run) {
+            Some(mut t) => {
+                t.dropped = dropped;
+                stages.push(t)
+            }
             None => missing_stages.push(stage),
         }
     }
     let launches = plan.as_ref().map_or(1, |p| p.launches);
-    let total_s = preflight_s + f64::from(launches) * stages.iter().map(|s| s.round_s).sum::<f64>();
+    let gpus = plan
+        .as_ref()
+        .and_then(|p| p.slots.as_ref())
+        .map_or(1, |s| s.gpus.len().max(1));
+    let launch_s = f64::from(launches) * stages.iter().map(|s| s.round_s).sum::<f64>();
+    let total_s = preflight_s + launch_s;
     BenchTime {
         from_profile: plan.is_some(),
+        profile_error,
         launches,
+        gpus,
+        packed_s: preflight_s + launch_s / gpus as f64,
         configs,
         preflight_s,
         stages,
@@ -147,14 +198,12 @@ pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> Benc
     }
 }
 
-/// One launch of every config in `stage`, or `None` when no config has a launch there.
-fn stage_time(
-    manifest: &[ManifestRow],
-    stage: &'static str,
-    configs: &[String],
-) -> Option<StageTime> {
-    // Per config, per launch directory: the attempts' durations summed (a resumed launch adds
-    // an attempt in its directory) and whether its last attempt completed.
+/// Per (config, launch directory) of `stage`: the attempts' durations summed (a resumed launch
+/// adds an attempt in its directory) and its last attempt's status.
+fn launches_of<'a>(
+    manifest: &'a [ManifestRow],
+    stage: &str,
+) -> BTreeMap<(&'a str, &'a str), (f64, RowStatus)> {
     let mut dirs: BTreeMap<(&str, &str), (f64, RowStatus)> = BTreeMap::new();
     for r in manifest.iter().filter(|r| r.stage == stage) {
         let Some(dir) = r.run_dir.as_deref() else {
@@ -166,6 +215,20 @@ fn stage_time(
         e.0 += r.duration_s;
         e.1 = r.status;
     }
+    dirs
+}
+
+/// One launch of every config in `stage`, or `None` when no config has a launch there.
+/// A launch costs what its complete launches took (median); a config without one, what its
+/// failed or incomplete launches took (a bench spends that much on it); a launch stopped by
+/// hand (interrupted) says nothing about a launch's length and is not read.
+fn stage_time(
+    manifest: &[ManifestRow],
+    stage: &'static str,
+    configs: &[String],
+) -> Option<StageTime> {
+    let mut dirs = launches_of(manifest, stage);
+    dirs.retain(|_, (_, st)| *st != RowStatus::Interrupted);
     let launches_read = dirs.len();
     let mut medians: BTreeMap<&str, f64> = BTreeMap::new();
     for c in configs {
@@ -177,8 +240,6 @@ fn stage_time(
                 .map(|(_, (d, _))| *d)
                 .collect()
         };
-        // Complete launches; a config that never completed one costs what its attempts took
-        // (a bench spends that much before giving up on it).
         let ok = of(true);
         let durations = if ok.is_empty() { of(false) } else { ok };
         if let Some(m) = quantile(&durations, 0.5) {
@@ -207,6 +268,7 @@ fn stage_time(
         round_s,
         measured,
         extrapolated,
+        dropped: Vec::new(),
         launches_read,
     })
 }
@@ -227,8 +289,12 @@ impl BenchTime {
                 if self.launches == 1 { "" } else { "es" }
             )
         } else {
+            let why = match &self.profile_error {
+                Some(e) => format!("profile.toml unreadable ({e})"),
+                None => "no profile.toml".to_string(),
+            };
             format!(
-                "one bench without profile.toml: the manifest's {} configs, one launch each, one after another",
+                "{why}: at least one launch of each of the manifest's {} configs per stage that ran, one after another",
                 self.configs.len()
             )
         };
@@ -248,15 +314,29 @@ impl BenchTime {
                 t.push_str(&format!(
                     "; {} of {} configs without a launch of their own ({}) at the median of the {} that ran",
                     s.extrapolated.len(),
-                    self.configs.len(),
+                    s.extrapolated.len() + s.measured.len(),
                     s.extrapolated.join(", "),
                     s.measured.len()
+                ));
+            }
+            if !s.dropped.is_empty() {
+                t.push_str(&format!(
+                    "; not run: {} (every Phase A launch failed)",
+                    s.dropped.join(", ")
                 ));
             }
             t.push(')');
             terms.push(t);
         }
         let mut out = format!("{source}: {} = {:.2} h", terms.join(" + "), self.hours());
+        if self.gpus > 1 {
+            out.push_str(&format!(
+                "; the profile spreads launches over {} GPUs, so its wall clock lies between {:.2} h (perfectly packed) and {:.2} h",
+                self.gpus,
+                self.packed_s / 3600.0,
+                self.hours()
+            ));
+        }
         if !self.missing_stages.is_empty() {
             let names: Vec<&str> = self
                 .missing_stages
@@ -273,7 +353,11 @@ impl BenchTime {
             self.archive_s / 3600.0,
             self.rows
         ));
-        if self.archive_s > self.total_s {
+        // More launch directories in a stage than the plan runs there: replicates, anchors.
+        let beyond = self.stages.iter().any(|s| {
+            s.launches_read > self.launches as usize * (s.measured.len() + s.extrapolated.len())
+        });
+        if beyond {
             out.push_str(" (it holds launches beyond one bench: replicates, anchors, reruns)");
         }
         out
@@ -314,10 +398,11 @@ mod tests {
     /// profile's list, included by pre-flight), gone skipped (40 s, not counted): 65 s.
     /// Phase A: plain launches of 300, 500 and 400 s (median 400); a: 200 + 100 s in one
     /// directory (a resumed launch: 300) and a failed 50 s launch (not complete, ignored beside
-    /// the complete one), median 300; b: only a failed launch of 90 s (median 90); extra 100 s.
-    /// Round A = 400 + 300 + 90 + 100 = 890 s. Phase B: plain 600 s; a, b, extra none:
-    /// extrapolated at the median of {600} = 600 each; round B = 2400 s.
-    /// Total = 65 + 2 x (890 + 2400) = 6645 s. The archive: every row summed, 2445 s.
+    /// the complete one), median 300; b: only a failed launch of 90 s (median 90); extra 100 s;
+    /// plain's launch p3 stopped by hand after 10 s is not read. Round A = 400 + 300 + 90 + 100
+    /// = 890 s. Phase B: b is not run (its only Phase A launch failed); plain 600 s; a, extra
+    /// none: extrapolated at the median of {600} = 600 each; round B = 1800 s.
+    /// Total = 65 + 2 x (890 + 1800) = 5445 s. The archive: every row summed, 2455 s.
     #[test]
     fn one_bench_by_hand() {
         let m = vec![
@@ -330,6 +415,7 @@ mod tests {
             row(STAGE_A, "plain", "p0", RowStatus::Ok, 300.0),
             row(STAGE_A, "plain", "p1", RowStatus::Ok, 500.0),
             row(STAGE_A, "plain", "p2", RowStatus::Ok, 400.0),
+            row(STAGE_A, "plain", "p3", RowStatus::Interrupted, 10.0),
             row(STAGE_A, "a", "a0", RowStatus::Interrupted, 200.0),
             row(STAGE_A, "a", "a0", RowStatus::Ok, 100.0),
             row(STAGE_A, "a", "a1", RowStatus::Failed, 50.0),
@@ -343,14 +429,21 @@ mod tests {
         assert_eq!(t.stages.len(), 2);
         assert_eq!(t.stages[0].round_s, 890.0);
         assert!(t.stages[0].extrapolated.is_empty());
-        assert_eq!(t.stages[1].round_s, 2400.0);
-        assert_eq!(t.stages[1].extrapolated, ["a", "b", "extra"]);
-        assert_eq!(t.total_s, 6645.0);
-        assert_eq!(t.archive_s, 2445.0);
+        assert_eq!(t.stages[0].launches_read, 7, "p3 (interrupted) not read");
+        assert_eq!(t.stages[1].round_s, 1800.0);
+        assert_eq!(t.stages[1].extrapolated, ["a", "extra"]);
+        assert_eq!(t.stages[1].dropped, ["b"]);
+        assert_eq!(t.total_s, 5445.0);
+        assert_eq!(t.packed_s, 5445.0, "one GPU");
+        assert_eq!(t.archive_s, 2455.0);
         let d = t.describe();
-        assert!(d.contains("2 x Phase B 40 min"), "{d}");
+        assert!(d.contains("2 x Phase B 30 min"), "{d}");
         assert!(
-            d.contains("3 of 4 configs without a launch of their own (a, b, extra)"),
+            d.contains("2 of 3 configs without a launch of their own (a, extra)"),
+            "{d}"
+        );
+        assert!(
+            d.contains("not run: b (every Phase A launch failed)"),
             "{d}"
         );
     }
@@ -366,6 +459,11 @@ mod tests {
         let t = one_bench(&m, Some(profile));
         assert_eq!(t.total_s, 720.0);
         assert_eq!(t.archive_s, 3600.0);
+        assert!(
+            t.describe().contains("beyond one bench"),
+            "{}",
+            t.describe()
+        );
         assert!(t.missing_stages.is_empty());
     }
 
@@ -381,5 +479,56 @@ mod tests {
         assert!(!t.from_profile);
         assert!(t.missing_stages.is_empty());
         assert_eq!(t.total_s, 300.0);
+    }
+
+    /// An incomplete launch (a cell hit its cap) stands in where a config has no complete one;
+    /// a launch stopped by hand never does: a config with only that costs the stage's median.
+    /// Phase A: plain 300 s; a incomplete 500 s; b interrupted 20 s, so b at the median of
+    /// {300, 500} = 400. Round = 1200 s, one launch planned.
+    #[test]
+    fn incomplete_stands_in_and_interrupted_does_not() {
+        let m = vec![
+            row(STAGE_A, "plain", "p0", RowStatus::Ok, 300.0),
+            row(STAGE_A, "a", "a0", RowStatus::Incomplete, 500.0),
+            row(STAGE_A, "b", "b0", RowStatus::Interrupted, 20.0),
+        ];
+        let t = one_bench(&m, Some("configs = [\"plain\", \"a\", \"b\"]\n"));
+        assert_eq!(t.stages[0].round_s, 1200.0);
+        assert_eq!(t.stages[0].extrapolated, ["b"]);
+        assert!(t.stages[0].dropped.is_empty());
+    }
+
+    /// Two GPU slots: the launches can at best be packed onto both, so the least wall clock is
+    /// pre-flight + half the launches: 10 + 2 x 600 / 2 = 610 s against 1210 s one by one.
+    #[test]
+    fn several_gpus_give_a_packed_lower_bound() {
+        let m = vec![
+            row(PREFLIGHT, "plain", "", RowStatus::Include, 10.0),
+            row(STAGE_A, "plain", "p0", RowStatus::Ok, 600.0),
+        ];
+        let profile = "configs = [\"plain\"]\nlaunches = 2\n[slots]\ngpus = [0, 1]\n";
+        let t = one_bench(&m, Some(profile));
+        assert_eq!(t.gpus, 2);
+        assert_eq!(t.total_s, 1210.0);
+        assert_eq!(t.packed_s, 610.0);
+        assert!(t.describe().contains("over 2 GPUs"), "{}", t.describe());
+        assert!(
+            !t.describe().contains("beyond one bench"),
+            "1 launch of 2 planned"
+        );
+    }
+
+    /// A profile that does not parse is named with its error, not silently ignored.
+    #[test]
+    fn an_unreadable_profile_is_named() {
+        let m = vec![row(STAGE_A, "plain", "p0", RowStatus::Ok, 300.0)];
+        let t = one_bench(&m, Some("configs = 3\n"));
+        assert!(!t.from_profile);
+        assert!(t.profile_error.is_some());
+        assert!(
+            t.describe().starts_with("profile.toml unreadable ("),
+            "{}",
+            t.describe()
+        );
     }
 }

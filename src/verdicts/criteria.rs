@@ -324,20 +324,26 @@ fn sc7(ds: &Dataset) -> Verdict {
     }
     // One bench, not the archive: sessions add launches beyond the profile's plan.
     let t = bench_time::one_bench(&ds.manifest, ds.profile.as_deref());
+    if t.stages.is_empty() {
+        return d.not_testable("no launch in manifest.jsonl: durations unknown");
+    }
     let hours = t.hours();
     let e = Some(Estimate {
         est: hours,
         lo: None,
         hi: None,
     });
-    // A planned stage without launches makes the estimate a lower bound: it can refute, not
-    // support.
-    let v = if hours >= SC7_MAX_HOURS {
+    // `hours` runs every launch on one GPU; `packed` is the least the profile's GPUs can take.
+    // What is not estimated (a planned stage without launches, or no readable profile: its
+    // launches per config unknown) only adds, so it can refute but not support.
+    let packed = t.packed_s / 3600.0;
+    let complete = t.from_profile && t.missing_stages.is_empty();
+    let v = if packed >= SC7_MAX_HOURS {
         VerdictKind::Refuted
-    } else if !t.missing_stages.is_empty() {
-        VerdictKind::Inconclusive
-    } else {
+    } else if complete && hours < SC7_MAX_HOURS {
         VerdictKind::Supported
+    } else {
+        VerdictKind::Inconclusive
     };
     d.finish(e, v, t.describe(), None)
 }
@@ -380,5 +386,37 @@ mod tests {
         ));
         assert_eq!(v.verdict, VerdictKind::Inconclusive, "{}", v.reason);
         assert!(v.reason.contains("not estimated: Phase B"), "{}", v.reason);
+    }
+
+    /// On two GPUs, 10 launches of 40 min are 6.67 h one by one but 3.33 h packed: the wall
+    /// clock may be either side of 6 h, inconclusive; 20 launches are 6.67 h even packed:
+    /// refuted. Without a profile (launches per config unknown) 12 launches that ran are a
+    /// lower bound of 1 x 40 min: inconclusive; with only pre-flight rows: not testable.
+    #[test]
+    fn sc7_reads_the_gpus_and_what_it_cannot_know() {
+        let rows: Vec<ManifestRow> = (0..12)
+            .map(|i| launch("1 Phase A", "plain", &format!("p{i}"), 2400.0))
+            .collect();
+        let two =
+            |n: u32| format!("configs = [\"plain\"]\nlaunches = {n}\n[slots]\ngpus = [0, 1]\n");
+        let v = sc7(&ds(rows.clone(), &two(10)));
+        assert_eq!(v.verdict, VerdictKind::Inconclusive, "{}", v.reason);
+        assert!(v.reason.contains("between 3.33 h"), "{}", v.reason);
+        let v = sc7(&ds(rows.clone(), &two(20)));
+        assert_eq!(v.verdict, VerdictKind::Refuted, "{}", v.reason);
+        let mut no_profile = ds(rows, "");
+        no_profile.profile = None;
+        let v = sc7(&no_profile);
+        assert_eq!(v.verdict, VerdictKind::Inconclusive, "{}", v.reason);
+        assert!(v.reason.starts_with("no profile.toml"), "{}", v.reason);
+        let only_preflight = vec![bench_time::row(
+            "0 pre-flight",
+            "plain",
+            "",
+            RowStatus::Include,
+            5.0,
+        )];
+        let v = sc7(&ds(only_preflight, "configs = [\"plain\"]\n"));
+        assert_eq!(v.verdict, VerdictKind::NotTestable, "{}", v.reason);
     }
 }
