@@ -638,3 +638,56 @@ fn a_stop_reaches_the_running_sweep_and_ends_the_chain() {
         .unwrap();
     assert!(!alive.success(), "the chain is gone");
 }
+
+/// Two `start`s in one stretch (a second sweep after the first ended, as on 2026-12-04) append
+/// to the one sweep log, and `fetch` brings both back in the stretch's `ctax_run_<stamp>.log`:
+/// the second `start` used to truncate OUT.log, losing the first sweep's lines. `start` runs
+/// with CTAX_SKIP_SETUP (no vLLM install, no binaries unpacked) and the stand-in ctax.
+#[test]
+fn a_second_start_keeps_the_first_sweep_s_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let out = d.join("out");
+    let fake = fake_ctax(d);
+    let start = |arg: &str| {
+        let o = Command::new("bash")
+            .arg(repo().join("tools/gpu_run.sh"))
+            .args(["start", "P.toml", out.to_str().unwrap(), arg])
+            .env("CTAX_BIN", &fake)
+            .env("CTAX_SKIP_SETUP", "1")
+            .env("CTAX_START_SETTLE_S", "0")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let w = gpu_run(&["wait", "60", out.to_str().unwrap()]);
+        assert!(w.contains("FINISHED"), "{w}");
+    };
+    start("--first");
+    start("--second");
+    let root = out.display();
+    assert_eq!(
+        calls(d),
+        [
+            format!("[run][--profile][P.toml][--out][{root}][--first]"),
+            "ended".into(),
+            format!("[run][--profile][P.toml][--out][{root}][--second]"),
+            "ended".into(),
+        ]
+    );
+    let dest = d.join("back");
+    fs::create_dir_all(&dest).unwrap();
+    gpu_run(&["fetch", out.to_str().unwrap(), dest.to_str().unwrap()]);
+    let logs: Vec<String> = untar(&dest)
+        .into_iter()
+        .filter(|(p, _)| p.contains("/ctax_run_") && p.ends_with(".log"))
+        .map(|(_, b)| String::from_utf8(b).unwrap())
+        .collect();
+    assert_eq!(logs.len(), 1, "one log per stretch");
+    let starts: Vec<&str> = logs[0]
+        .lines()
+        .filter(|l| l.starts_with("[gpu_run] start "))
+        .collect();
+    assert_eq!(starts.len(), 2, "{}", logs[0]);
+    assert!(starts[0].ends_with(": --first"), "{}", starts[0]);
+    assert!(starts[1].ends_with(": --second"), "{}", starts[1]);
+}

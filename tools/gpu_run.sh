@@ -160,14 +160,17 @@ case "$cmd" in
   start)
     profile=${1:?profile}; out=${2:?results root}; shift 2
     check_parts "$@"
-    if ! python3 -c 'import sys; sys.path.insert(0, "/tmp/site"); import vllm' 2>/dev/null; then
-      bash "$REPO/.device-stage/gpu-setup.sh" install
-    fi
-    mkdir -p "$REPO/target/release"
-    if [[ -f "$REPO/.gpu/bins.tgz" ]]; then
-      tar xzf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release"
-    else
-      cat /tmp/ctax-bins/part_* | tar xzf - -C "$REPO/target/release"
+    # CTAX_SKIP_SETUP=1 (tests only): no vLLM install, no binaries unpacked over target/release.
+    if [[ -z "${CTAX_SKIP_SETUP:-}" ]]; then
+      if ! python3 -c 'import sys; sys.path.insert(0, "/tmp/site"); import vllm' 2>/dev/null; then
+        bash "$REPO/.device-stage/gpu-setup.sh" install
+      fi
+      mkdir -p "$REPO/target/release"
+      if [[ -f "$REPO/.gpu/bins.tgz" ]]; then
+        tar xzf "$REPO/.gpu/bins.tgz" -C "$REPO/target/release"
+      else
+        cat /tmp/ctax-bins/part_* | tar xzf - -C "$REPO/target/release"
+      fi
     fi
     mkdir -p "$out"
     # What this stretch writes is newer than the stamp (a carried root keeps its files' times):
@@ -184,7 +187,7 @@ case "$cmd" in
       >> "$out.log" 2>&1 < /dev/null &
     echo $! > "$out.pid"
     echo "started the sweep(s) (gpu_run.sh chain, pid $!), log $out.log"
-    sleep 20; tail -20 "$out.log" ;;
+    sleep "${CTAX_START_SETTLE_S:-20}"; tail -20 "$out.log" ;;
   chain)
     # What `start` runs detached: one `ctax run` per sweep, the sweeps split at `--then`, one
     # after the other into the same root and log; a sweep that fails (or is stopped) ends the
