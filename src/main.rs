@@ -48,25 +48,22 @@ fn run() -> anyhow::Result<ExitCode> {
             }
         }
         Cmd::Run(args) => {
-            // A usage error (clap's exit 2, like a misspelt flag): `gpu_run.sh chain` dry-runs
-            // every sweep first and refuses the chain on exit 2, before any GPU time is spent.
-            if args
-                .configs
+            let result = connector_tax::orchestrate::run(args);
+            // A usage error clap could not see: reported as clap does (exit 2, `ctax run`'s
+            // usage), which `gpu_run.sh chain` takes as a refusal before any GPU time is spent.
+            if let Some(u) = result
                 .as_ref()
-                .is_some_and(|c| !c.iter().any(|x| x == "plain"))
+                .err()
+                .and_then(|e| e.downcast_ref::<connector_tax::orchestrate::UsageError>())
             {
-                // The `run` subcommand's error, so the usage shown is `ctax run`'s.
                 let mut cli = Cli::command();
                 cli.build();
                 cli.find_subcommand_mut("run")
                     .expect("ctax has a run subcommand")
-                    .error(
-                        clap::error::ErrorKind::ValueValidation,
-                        "--configs must include plain (the baseline)",
-                    )
+                    .error(clap::error::ErrorKind::ValueValidation, &u.0)
                     .exit();
             }
-            return connector_tax::orchestrate::run(args);
+            return result;
         }
         Cmd::Merge { roots, out } => {
             let m = connector_tax::orchestrate::merge::merge(&roots, &out)?;

@@ -18,6 +18,7 @@ use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
 use super::launch_order::CellSpan;
+use super::model::Estimate;
 use crate::stats::launch_noise::LaunchObs;
 use crate::stats::linear::{added_column, two_way_dummies};
 
@@ -47,6 +48,15 @@ impl FirstLaunchEffect {
     /// Whether the interval excludes 0.
     pub fn detected(&self) -> bool {
         self.lo > 0.0 || self.hi < 0.0
+    }
+
+    /// The effect with its interval, written as every tax is ([`Estimate::pct_ci`]).
+    pub fn estimate(&self) -> Estimate {
+        Estimate {
+            est: self.effect,
+            lo: Some(self.lo),
+            hi: Some(self.hi),
+        }
     }
 }
 
@@ -139,13 +149,11 @@ pub(crate) fn warnings(effects: &[FirstLaunchEffect]) -> Vec<String> {
         .filter(|e| e.detected())
         .map(|e| {
             format!(
-                "first launch on a machine: in Phase {} {} the launches that ran first on their machine had {} {:+.1}% [{:+.1}%, {:+.1}%] (p {:.3}; {} launches, {} first, {} machines with both; one of {n} cell-metric tests, of which about {:.1} would exclude 0 by chance) against the same config's later launches there; where plain ran first on a machine (its anchor does on every new machine), a config's tax there is read against a {} plain",
+                "first launch on a machine: in Phase {} {} the launches that ran first on their machine had {} {} (p {:.3}; {} launches, {} first, {} machines with both; one of {n} cell-metric tests, of which about {:.1} would exclude 0 by chance) against the same config's later launches there; where plain ran first on a machine (its anchor does on every new machine), a config's tax there is read against a {} plain",
                 e.phase.tag(),
                 e.cell,
                 super::launch_noise::metric_label(&e.metric),
-                e.effect * 100.0,
-                e.lo * 100.0,
-                e.hi * 100.0,
+                e.estimate().pct_ci(),
                 e.p,
                 e.launches,
                 e.first,

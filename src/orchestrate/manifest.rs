@@ -48,7 +48,11 @@ pub(crate) fn launch_row(
     placement: Option<ctax_schema::Placement>,
 ) -> ManifestRow {
     let mut r = row(
-        &format!("{} Phase {stage}", if stage == "A" { 1 } else { 3 }),
+        if stage == "A" {
+            STAGE_A
+        } else {
+            ctax_schema::STAGE_B
+        },
         config,
         launch,
         started_ms,
@@ -88,8 +92,7 @@ pub(crate) fn read(root: &Path) -> anyhow::Result<Vec<ManifestRow>> {
     Ok(jsonl::read_jsonl::<ManifestRow>(&path)?.rows)
 }
 
-/// The stage of a Phase A launch's manifest rows.
-pub(crate) const STAGE_A: &str = "1 Phase A";
+pub(crate) use ctax_schema::STAGE_A;
 
 /// The launch attempts of the manifest's Phase A rows whose run directory exists under `root`,
 /// sorted: what reference rates computed now would read (a resumed launch adds an attempt in

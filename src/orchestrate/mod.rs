@@ -165,7 +165,29 @@ impl Ctx {
     }
 }
 
+/// An error in `ctax run`'s arguments that clap's parser cannot see (a rule across values):
+/// the `ctax` binary reports it as clap reports a misspelt flag (usage, exit 2), so
+/// `gpu_run.sh chain`'s dry runs refuse a chain with such a sweep before anything starts.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // Checked first: a usage error comes before anything else is read or started.
+    if args
+        .configs
+        .as_ref()
+        .is_some_and(|c| !c.iter().any(|x| x == "plain"))
+    {
+        return Err(UsageError("--configs must include plain (the baseline)".into()).into());
+    }
     signals::install();
     let repo = resolve_repo(args.repo.as_deref())?;
     let loaded = profile::load(&args.profile, &repo)?;
@@ -174,10 +196,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         p.launches = l;
     }
     if let Some(c) = &args.configs {
-        anyhow::ensure!(
-            c.iter().any(|x| x == "plain"),
-            "--configs must include plain (the baseline)"
-        );
         p.configs = c.clone();
     }
     let shard = args.shard.unwrap_or(Shard::WHOLE);

@@ -138,7 +138,7 @@ pub(crate) fn run(
                 status: entry.decision.into(),
                 reason: entry.reason.clone(),
                 duration_s: t0.elapsed().as_secs_f64(),
-                ..manifest::row("0 pre-flight", config, 0, started)
+                ..manifest::row(ctax_schema::STAGE_PREFLIGHT, config, 0, started)
             },
         )?;
         status.configs.insert(config.clone(), entry);

@@ -14,15 +14,11 @@
 
 use std::collections::BTreeMap;
 
-use ctax_schema::{ManifestRow, RowStatus};
+use ctax_schema::STAGE_PREFLIGHT as PREFLIGHT;
+use ctax_schema::{ManifestRow, RowStatus, STAGE_A, STAGE_B};
 use serde::Deserialize;
 
 use crate::stats::percentile::quantile;
-
-/// The manifest's stage of pre-flight rows and of the two launch stages.
-const PREFLIGHT: &str = "0 pre-flight";
-const STAGE_A: &str = "1 Phase A";
-const STAGE_B: &str = "3 Phase B";
 
 /// What SC7 reads from `profile.toml` (other fields ignored).
 #[derive(Deserialize)]
@@ -146,7 +142,7 @@ pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> Benc
             .filter(|s| manifest.iter().any(|r| r.stage == *s))
             .collect(),
     };
-    let phase_a = launches_of(manifest, STAGE_A);
+    let mut phase_a = launches_of(manifest, STAGE_A);
     // A config whose every Phase A launch failed is not run in Phase B (`ctax run`).
     let failed_in_a: Vec<String> = configs
         .iter()
@@ -167,7 +163,13 @@ pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> Benc
             .iter()
             .cloned()
             .partition(|c| stage == STAGE_A || !failed_in_a.contains(c));
-        match stage_time(manifest, stage, &run) {
+        // Phase A's launches are read once: for the failures above and for its time here.
+        let dirs = if stage == STAGE_A {
+            std::mem::take(&mut phase_a)
+        } else {
+            launches_of(manifest, stage)
+        };
+        match stage_time(dirs, stage, &run) {
             Some(mut t) => {
                 t.dropped = dropped;
                 stages.push(t)
@@ -218,16 +220,16 @@ fn launches_of<'a>(
     dirs
 }
 
-/// One launch of every config in `stage`, or `None` when no config has a launch there.
+/// One launch of every config in `stage` from its launch directories ([`launches_of`]), or
+/// `None` when no config has a launch there.
 /// A launch costs what its complete launches took (median); a config without one, what its
 /// failed or incomplete launches took (a bench spends that much on it); a launch stopped by
 /// hand (interrupted) says nothing about a launch's length and is not read.
 fn stage_time(
-    manifest: &[ManifestRow],
+    mut dirs: BTreeMap<(&str, &str), (f64, RowStatus)>,
     stage: &'static str,
     configs: &[String],
 ) -> Option<StageTime> {
-    let mut dirs = launches_of(manifest, stage);
     dirs.retain(|_, (_, st)| *st != RowStatus::Interrupted);
     let launches_read = dirs.len();
     let mut medians: BTreeMap<&str, f64> = BTreeMap::new();
@@ -273,6 +275,11 @@ fn stage_time(
     })
 }
 
+/// `Phase A` of the manifest's `1 Phase A`.
+fn stage_name(stage: &str) -> &str {
+    stage.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ')
+}
+
 impl BenchTime {
     pub(crate) fn hours(&self) -> f64 {
         self.total_s / 3600.0
@@ -300,9 +307,7 @@ impl BenchTime {
         };
         let mut terms = vec![format!("pre-flight {}", min(self.preflight_s))];
         for s in &self.stages {
-            let name = s
-                .stage
-                .trim_start_matches(|c: char| c.is_ascii_digit() || c == ' ');
+            let name = stage_name(s.stage);
             let mut t = format!(
                 "{} x {name} {} (median launch per config over {} launch{}",
                 self.launches,
@@ -338,11 +343,7 @@ impl BenchTime {
             ));
         }
         if !self.missing_stages.is_empty() {
-            let names: Vec<&str> = self
-                .missing_stages
-                .iter()
-                .map(|s| s.trim_start_matches(|c: char| c.is_ascii_digit() || c == ' '))
-                .collect();
+            let names: Vec<&str> = self.missing_stages.iter().map(|s| stage_name(s)).collect();
             out.push_str(&format!(
                 "; not estimated: {} (planned, no launch yet)",
                 names.join(", ")

@@ -372,7 +372,7 @@ mod tests {
     #[test]
     fn sc7_judges_one_bench_not_the_archive() {
         let rows: Vec<ManifestRow> = (0..12)
-            .map(|i| launch("1 Phase A", "plain", &format!("p{i}"), 2400.0))
+            .map(|i| launch(ctax_schema::STAGE_A, "plain", &format!("p{i}"), 2400.0))
             .collect();
         let v = sc7(&ds(rows.clone(), "configs = [\"plain\"]\nlaunches = 2\n"));
         assert_eq!(v.verdict, VerdictKind::Supported, "{}", v.reason);
@@ -395,7 +395,7 @@ mod tests {
     #[test]
     fn sc7_reads_the_gpus_and_what_it_cannot_know() {
         let rows: Vec<ManifestRow> = (0..12)
-            .map(|i| launch("1 Phase A", "plain", &format!("p{i}"), 2400.0))
+            .map(|i| launch(ctax_schema::STAGE_A, "plain", &format!("p{i}"), 2400.0))
             .collect();
         let two =
             |n: u32| format!("configs = [\"plain\"]\nlaunches = {n}\n[slots]\ngpus = [0, 1]\n");
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(v.verdict, VerdictKind::Inconclusive, "{}", v.reason);
         assert!(v.reason.starts_with("no profile.toml"), "{}", v.reason);
         let only_preflight = vec![bench_time::row(
-            "0 pre-flight",
+            ctax_schema::STAGE_PREFLIGHT,
             "plain",
             "",
             RowStatus::Include,

@@ -743,6 +743,12 @@ impl From<Decision> for RowStatus {
     }
 }
 
+/// [`ManifestRow::stage`] of a pre-flight decision, of a Phase A launch and of a Phase B launch
+/// (whose launches also run Phase B' cells): written by `ctax run`, read by the analysis.
+pub const STAGE_PREFLIGHT: &str = "0 pre-flight";
+pub const STAGE_A: &str = "1 Phase A";
+pub const STAGE_B: &str = "3 Phase B";
+
 /// One row of `manifest.jsonl` (rendered into MANIFEST.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ManifestRow {

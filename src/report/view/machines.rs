@@ -1,7 +1,6 @@
 //! The Machines subsection of Taxes: which launches ran on which machine (taxes compare a
 //! config with plain on the same machine) and the machine-effect test of each cell.
 
-use crate::analysis::first_launch::FirstLaunchEffect;
 use crate::analysis::machines::{MachineEffect, MachinesSummary};
 use crate::analysis::model::AnalysisResult;
 
@@ -100,7 +99,7 @@ pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
             metric: crate::analysis::launch_noise::metric_label(&e.metric).to_owned(),
             launches: format!("{} ({} first)", e.launches, e.first),
             machines: e.machines.to_string(),
-            effect: first_text(e),
+            effect: e.estimate().pct_ci(),
             detected: e.detected(),
             df: e.df.to_string(),
             p: p_text(e.p),
@@ -145,16 +144,6 @@ fn cell_label(r: &AnalysisResult, phase: ctax_schema::Phase, cell: &str) -> Stri
             )
         })
         .unwrap_or_else(|| format!("{} {}", super::phase_name(phase), cell))
-}
-
-/// `+7.5% [-0.9%, +16.6%]`.
-fn first_text(e: &FirstLaunchEffect) -> String {
-    format!(
-        "{:+.1}% [{:+.1}%, {:+.1}%]",
-        e.effect * 100.0,
-        e.lo * 100.0,
-        e.hi * 100.0
-    )
 }
 
 fn effect_row(r: &AnalysisResult, e: &MachineEffect) -> EffectRow {
@@ -221,7 +210,7 @@ pub(super) fn glance_line(
             format!(
                 "{} {} (p {})",
                 crate::analysis::launch_noise::metric_label(&e.metric),
-                first_text(e),
+                e.estimate().pct_ci(),
                 p_text(e.p)
             )
         })
