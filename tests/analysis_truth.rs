@@ -746,6 +746,49 @@ fn a_detectable_aa_tax_marks_the_dataset_unstable() {
     assert!(h1.reason.starts_with("UNSTABLE DATASET"), "{}", h1.reason);
 }
 
+/// Truth: plain and mooncake_both ran l0 on machine 0 and l1, l2 on machine 1; noop_connector
+/// ran l0, l1 on machine 0 and l2 on machine 1, where it alone ran 2x slower (its tax changes
+/// between machines). Its A/A (l0 against l1, machine 0) compares two launches that differ by
+/// the 2% launch noise alone, so it must straddle 0 with an interval a few percent wide.
+/// Without noop's own spread (its launches per machine as their mean) the noise model still
+/// sees its lack of fit across machines, one degree of freedom that the screen sets apart; an
+/// A/A judged against that (a 1-df variance: t quantiles without bound) would read +-several
+/// hundred percent. The A/A reads the others' noise instead.
+#[test]
+fn an_aa_is_judged_against_the_others_noise_not_its_own_lack_of_fit() {
+    let on = |machines: Vec<u32>, c: SynthConfig| SynthConfig { machines, ..c };
+    let mut s = spec(vec![
+        on(vec![0, 1, 1], SynthConfig::new("plain", 1.0, 1.0)),
+        on(vec![0, 1, 1], SynthConfig::new("mooncake_both", 1.0, 1.0)),
+        on(
+            vec![0, 0, 1],
+            SynthConfig {
+                slow_launch: Some((2, 2.0)),
+                ..SynthConfig::new("noop_connector", 1.0, 1.0)
+            },
+        ),
+    ]);
+    s.launches = 3;
+    s.launch_sigma = 0.02;
+    s.machine_levels = vec![1.0, 0.9];
+    let r = run(&s);
+    let aa = r
+        .summary
+        .aa_taxes
+        .iter()
+        .find(|a| a.config == "noop_connector" && a.context == TaxContext::RefSafe)
+        .expect("noop A/A");
+    assert_eq!(
+        (aa.launches_a.clone(), aa.launches_b.clone()),
+        (vec![0], vec![1])
+    );
+    let v = aa.ttft_p90.as_ref().expect("TTFT A/A").value;
+    let (lo, hi) = (v.lo.unwrap(), v.hi.unwrap());
+    assert!(lo < 0.0 && hi > 0.0, "{v:?}");
+    assert!(hi - lo < 0.25, "the A/A carries a 1-df variance: {v:?}");
+    assert!(!aa.unstable, "{aa:?}");
+}
+
 /// Truth: plain, mooncake_both and nixl_both, four launches each, l0 and l1 on machine 0 and l2
 /// and l3 on machine 1; mooncake_both's l1 (machine 0) ran 60% slower. The screen sets
 /// mooncake_both apart (its launches on machine 0 differ by log 1.6 against a 3% launch noise),
