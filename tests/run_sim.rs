@@ -1217,7 +1217,9 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
 
     let before = tree(&sk);
     let o = run(&p, &sk, &more);
-    assert!(!o.status.success());
+    // A usage error (exit 2): a `gpu_run.sh` chain whose later sweep forgot these flags is
+    // refused before its first sweep starts (2026-12-04's chain lost that sweep).
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("is a skeleton of"), "{}", stderr(&o));
     assert_eq!(tree(&sk), before, "a refused run writes nothing");
     // Phase A and Phase B in one sweep: Phase B's rates would predate the new Phase A.
@@ -1235,7 +1237,7 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
             "4",
         ],
     );
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
     assert_eq!(tree(&sk), before, "a refused run writes nothing");
     let o = ctax_plain(&["report", sk.to_str().unwrap(), "--out", "/dev/null/x"]);
@@ -1337,7 +1339,7 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
             "--dry-run",
         ],
     );
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("would have no say"), "{}", stderr(&o));
     let o = ctax_plain(&["reference-rates", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -16,10 +16,11 @@
 #        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last, --phase-b-first 4096/256,
 #        --phase-a-order 4,6,8,2); `--then` separates sweeps run one after the other in the same
 #        detached job, root and log (`start P OUT --launches 6 --then --launches 7
-#        --phase-a-order 4,6,8,2`): no call gap between them; a failed sweep ends the chain; an
-#        empty sweep (--then first, last or doubled), or a usage error in any sweep's arguments
-#        (each is dry-run first: a misspelt flag, --configs without plain), is refused before
-#        anything starts
+#        --phase-a-order 4,6,8,2`): no call gap between them; a failed sweep ends the chain. Each
+#        sweep gets PROFILE, OUT and ITS OWN arguments only: repeat --gpus, --skip-stage ... after
+#        every --then. An empty sweep (--then first, last or doubled), or a usage error in any
+#        sweep's arguments (each is dry-run first: a misspelt flag, --configs without plain, a
+#        skeleton OUT without --skip-stage 2 and 4), is refused before anything starts
 #   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
 #        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
 #        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:

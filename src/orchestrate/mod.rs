@@ -165,7 +165,8 @@ impl Ctx {
     }
 }
 
-/// An error in `ctax run`'s arguments that clap's parser cannot see (a rule across values):
+/// An error in `ctax run`'s arguments that clap's parser cannot see (a rule across values, or
+/// between the arguments and the kind of root `--out` names):
 /// the `ctax` binary reports it as clap reports a misspelt flag (usage, exit 2), so
 /// `gpu_run.sh chain`'s dry runs refuse a chain with such a sweep before anything starts.
 #[derive(Debug)]
@@ -179,15 +180,25 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// `Err(UsageError(msg))` unless `ok`: for the rules between `ctax run`'s arguments and its
+/// root that no earlier sweep can change (a skeleton stays a skeleton, a skipped stage stays
+/// skipped), so a chain with such a sweep is refused before its first sweep starts.
+fn usage_ensure(ok: bool, msg: String) -> anyhow::Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(UsageError(msg).into())
+    }
+}
+
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Checked first: a usage error comes before anything else is read or started.
-    if args
-        .configs
-        .as_ref()
-        .is_some_and(|c| !c.iter().any(|x| x == "plain"))
-    {
-        return Err(UsageError("--configs must include plain (the baseline)".into()).into());
-    }
+    usage_ensure(
+        args.configs
+            .as_ref()
+            .is_none_or(|c| c.iter().any(|x| x == "plain")),
+        "--configs must include plain (the baseline)".into(),
+    )?;
     signals::install();
     let repo = resolve_repo(args.repo.as_deref())?;
     let loaded = profile::load(&args.profile, &repo)?;
@@ -208,37 +219,44 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let source = skeleton::source(&root);
         let needs_records =
             shard.is_whole() && ((!skip(2) && args.reference_rates.is_none()) || !skip(4));
-        anyhow::ensure!(
+        usage_ensure(
             !needs_records,
-            "{} is a skeleton of {source} (`ctax skeleton`): the raw records of its finished \
-             launches are not here, so stage 2 (reference rates from all of Phase A) and stage 4 \
-             (the analysis) cannot run on it. Pass --skip-stage 2 (Phase B then uses the full \
-             root's reference_rates.json, copied with the skeleton) or --reference-rates FILE, \
-             and --skip-stage 4; analyse the full root once the new runs are back in it",
-            root.display()
-        );
+            format!(
+                "{} is a skeleton of {source} (`ctax skeleton`): the raw records of its finished \
+                 launches are not here, so stage 2 (reference rates from all of Phase A) and stage \
+                 4 (the analysis) cannot run on it. Pass --skip-stage 2 (Phase B then uses the \
+                 full root's reference_rates.json, copied with the skeleton) or \
+                 --reference-rates FILE, and --skip-stage 4; analyse the full root once the new \
+                 runs are back in it",
+                root.display()
+            ),
+        )?;
         // Phase B's rates then predate this sweep's Phase A launches (a full root recomputes
         // them in between): one phase per sweep on a skeleton.
-        anyhow::ensure!(
+        usage_ensure(
             skip(1) || skip(3),
-            "{} is a skeleton of {source}: stage 2 cannot recompute the reference rates after \
-             this sweep's Phase A, so Phase B would run at rates that predate it. Run Phase A \
-             (--skip-stage 3) or Phase B (--skip-stage 1), not both; recompute the rates on the \
-             full root (`ctax reference-rates`) in between",
-            root.display()
-        );
+            format!(
+                "{} is a skeleton of {source}: stage 2 cannot recompute the reference rates after \
+                 this sweep's Phase A, so Phase B would run at rates that predate it. Run Phase A \
+                 (--skip-stage 3) or Phase B (--skip-stage 1), not both; recompute the rates on \
+                 the full root (`ctax reference-rates`) in between",
+                root.display()
+            ),
+        )?;
     }
     // Stage 2 skipped keeps the root's reference rates as they are: Phase A launches of this
     // sweep would have no say in Phase B's rate (stage 3 would refuse them after hours of
     // Phase A; refused here, before anything starts, dry run included).
-    anyhow::ensure!(
+    usage_ensure(
         skip(1) || !skip(2) || skip(3) || args.reference_rates.is_some() || p.phase_b.is_none(),
-        "--skip-stage 2 keeps {}'s reference_rates.json as it is, so the Phase A launches of this \
-         sweep would have no say in Phase B's rate. Run Phase A (--skip-stage 3) and Phase B \
-         (--skip-stage 1) as separate sweeps with `ctax reference-rates ROOT` in between, or let \
-         stage 2 run",
-        root.display()
-    );
+        format!(
+            "--skip-stage 2 keeps {}'s reference_rates.json as it is, so the Phase A launches of \
+             this sweep would have no say in Phase B's rate. Run Phase A (--skip-stage 3) and \
+             Phase B (--skip-stage 1) as separate sweeps with `ctax reference-rates ROOT` in \
+             between, or let stage 2 run",
+            root.display()
+        ),
+    )?;
     if !dry {
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     }
