@@ -106,11 +106,22 @@ fn run() -> anyhow::Result<ExitCode> {
                     root.display()
                 );
             }
-            println!(
-                "next: `ctax archive {} --finish-killed` (launches killed there), then \
-                 `--slim-steps` and `--recompress`",
-                root.display()
-            );
+            if r.without_row.is_empty() {
+                println!(
+                    "next: `ctax archive {} --slim-steps`, then `--recompress`",
+                    root.display()
+                );
+            } else {
+                println!(
+                    "{} run director{} came back without a manifest row (launches killed \
+                     there): {}\nnext: `ctax archive {} --finish-killed`, then `--slim-steps` \
+                     and `--recompress`",
+                    r.without_row.len(),
+                    if r.without_row.len() == 1 { "y" } else { "ies" },
+                    r.without_row.join(", "),
+                    root.display()
+                );
+            }
         }
         Cmd::Skeleton { root, dest } => {
             let made = connector_tax::orchestrate::skeleton::make(&root, &dest)?;

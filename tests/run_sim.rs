@@ -1273,6 +1273,11 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
         "{said}"
     );
     assert!(said.contains("2 Phase A rows added"), "{said}");
+    // Both launches ended there (each has its row): nothing to seal as killed.
+    assert!(
+        said.contains("next: `ctax archive") && !said.contains("--finish-killed"),
+        "{said}"
+    );
     for d in &new {
         assert!(
             out.join(d.file_name().unwrap())

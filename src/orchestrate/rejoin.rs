@@ -60,6 +60,9 @@ pub struct Rejoined {
     pub other_files: usize,
     /// Entries of BACK left as they are (not part of a results root).
     pub ignored: Vec<String>,
+    /// Run directories joined (new or replaced) that no manifest row of BACK names: launches
+    /// killed there, before their end wrote the row (`ctax archive --finish-killed` seals them).
+    pub without_row: Vec<String>,
 }
 
 /// Joins `back` into `root` (module doc).
@@ -164,6 +167,11 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
     }
     // The run directories this rejoin adds or replaces: only their plans join (below).
     let joined: BTreeSet<String> = copy.iter().map(|(_, n, _)| n.clone()).collect();
+    out.without_row = joined
+        .iter()
+        .filter(|n| !named.contains(n.as_str()))
+        .cloned()
+        .collect();
     // Sweep logs: under their name, or beside a different one of that name.
     let mut logs = Vec::new();
     for e in archive::sorted_entries(back)? {
@@ -633,13 +641,17 @@ mod tests {
         let mut r = manifest::row("1 Phase A", "plain", 3, 0);
         r.run_dir = Some("20261202-000000_plain_l3".into());
         manifest::append(&sk, &r).unwrap();
+        let mut r = manifest::row("1 Phase A", "plain", 1, 0);
+        r.run_dir = Some("20261201-000100_plain_l1".into());
+        manifest::append(&sk, &r).unwrap();
         manifest::append(&sk, &manifest::row("3 Phase B", "plain", 0, 0)).unwrap();
 
         let done = rejoin(&sk, &root).unwrap();
         assert_eq!(done.new_runs, ["20261202-000000_plain_l3"]);
         assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
         assert_eq!(done.unchanged_runs, 2);
-        assert_eq!((done.rows_added, done.phase_a_rows_added), (2, 1));
+        assert_eq!((done.rows_added, done.phase_a_rows_added), (3, 2));
+        assert!(done.without_row.is_empty(), "{:?}", done.without_row);
         assert_eq!(
             std::fs::read(root.join("manifest.jsonl")).unwrap(),
             std::fs::read(sk.join("manifest.jsonl")).unwrap()
@@ -699,6 +711,7 @@ mod tests {
         let killed = rejoin(&back, &root).unwrap();
         assert_eq!(killed.new_runs, ["20261203-000000_plain_l4"]);
         assert_eq!(killed.rows_added, 0);
+        assert_eq!(killed.without_row, ["20261203-000000_plain_l4"]);
         assert_eq!(
             std::fs::read(root.join("manifest.jsonl")).unwrap(),
             std::fs::read(sk.join("manifest.jsonl")).unwrap()
