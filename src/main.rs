@@ -106,19 +106,20 @@ fn run() -> anyhow::Result<ExitCode> {
                     root.display()
                 );
             }
-            if r.without_row.is_empty() {
+            if r.unfinished.is_empty() {
                 println!(
                     "next: `ctax archive {} --slim-steps`, then `--recompress`",
                     root.display()
                 );
             } else {
                 println!(
-                    "{} run director{} came back without a manifest row (launches killed \
-                     there): {}\nnext: `ctax archive {} --finish-killed`, then `--slim-steps` \
-                     and `--recompress`",
-                    r.without_row.len(),
-                    if r.without_row.len() == 1 { "y" } else { "ies" },
-                    r.without_row.join(", "),
+                    "{} run director{} without a manifest row or with a raw step log still \
+                     plain: {} — launches killed there, or still running if this was a \
+                     snapshot of a live sweep\nnext, once that sweep has ended: `ctax archive \
+                     {} --finish-killed`, then `--slim-steps` and `--recompress`",
+                    r.unfinished.len(),
+                    if r.unfinished.len() == 1 { "y" } else { "ies" },
+                    r.unfinished.join(", "),
                     root.display()
                 );
             }

@@ -749,11 +749,13 @@ fn a_detectable_aa_tax_marks_the_dataset_unstable() {
 /// Truth: plain and mooncake_both ran l0 on machine 0 and l1, l2 on machine 1; noop_connector
 /// ran l0, l1 on machine 0 and l2 on machine 1, where it alone ran 2x slower (its tax changes
 /// between machines). Its A/A (l0 against l1, machine 0) compares two launches that differ by
-/// the 2% launch noise alone, so it must straddle 0 with an interval a few percent wide.
-/// Without noop's own spread (its launches per machine as their mean) the noise model still
-/// sees its lack of fit across machines, one degree of freedom that the screen sets apart; an
-/// A/A judged against that (a 1-df variance: t quantiles without bound) would read +-several
-/// hundred percent. The A/A reads the others' noise instead.
+/// the launch noise and their p90s' request-level error alone: per launch sqrt(0.02^2 +
+/// 0.0214^2) = 0.029 in logs (0.0214: a p90 of 400 requests at sigma 0.25), so against the
+/// others' pool (df 3) the interval is about +-t(3) * sqrt(2) * 0.029 = +-0.13, ~0.26 wide
+/// (by hand). Without noop's own spread (its launches per machine as their mean) the noise
+/// model still sees its lack of fit across machines, one degree of freedom that the screen
+/// sets apart; an A/A judged against that (a 1-df variance: t quantiles without bound) read
+/// [-99.9%, +66384%]. The A/A reads the others' noise instead: required < 0.5 wide.
 #[test]
 fn an_aa_is_judged_against_the_others_noise_not_its_own_lack_of_fit() {
     let on = |machines: Vec<u32>, c: SynthConfig| SynthConfig { machines, ..c };
@@ -785,7 +787,7 @@ fn an_aa_is_judged_against_the_others_noise_not_its_own_lack_of_fit() {
     let v = aa.ttft_p90.as_ref().expect("TTFT A/A").value;
     let (lo, hi) = (v.lo.unwrap(), v.hi.unwrap());
     assert!(lo < 0.0 && hi > 0.0, "{v:?}");
-    assert!(hi - lo < 0.25, "the A/A carries a 1-df variance: {v:?}");
+    assert!(hi - lo < 0.5, "the A/A carries a 1-df variance: {v:?}");
     assert!(!aa.unstable, "{aa:?}");
 }
 

@@ -1240,6 +1240,39 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
     assert_eq!(tree(&sk), before, "a refused run writes nothing");
+    // A profile without Phase B gives stage 3 nothing to run: that rule does not refuse it
+    // (the sweep then stops at the profile that differs from the root's).
+    let nob_dir = tmp.path().join("nob");
+    std::fs::create_dir_all(&nob_dir).unwrap();
+    let no_b = profile(
+        &nob_dir,
+        free_port(),
+        &[(
+            "[phase_b]\nshapes = [[256, 32], [1024, 32], [256, 64]]\nduration_s = 3\nwarmup_s = 1\nmin_completed = 20\nmax_cell_s = 30\n",
+            "",
+        )],
+    );
+    let o = run(
+        &no_b,
+        &sk,
+        &[
+            "--configs",
+            "plain,noop_connector",
+            "--skip-stage",
+            "2",
+            "--skip-stage",
+            "4",
+            "--dry-run",
+        ],
+    );
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("not both"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("different profile.toml"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(tree(&sk), before, "a refused run writes nothing");
     let o = ctax_plain(&["report", sk.to_str().unwrap(), "--out", "/dev/null/x"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("cannot be analysed"), "{}", stderr(&o));

@@ -100,6 +100,29 @@ pub struct Finished {
     pub row: ManifestRow,
 }
 
+/// Whether a launch left `dir` before its end: no manifest row names it, or a raw step log is
+/// still plain (a launch's end compresses them; a resumed attempt killed after an earlier
+/// attempt's row). A live launch looks the same.
+fn left_before_its_end(dir: &Path, has_row: bool) -> bool {
+    !has_row || !steps::raw_files(dir).is_empty()
+}
+
+/// The run directories of `root` that [`finish_root`] would finish, by name: launches killed
+/// there (or still running).
+pub fn unfinished(root: &Path) -> anyhow::Result<Vec<String>> {
+    let rows = manifest::read(root)?;
+    Ok(resume::runs(root)
+        .into_iter()
+        .filter(|(dir, rc)| {
+            let has_row = rows
+                .iter()
+                .any(|r| r.run_dir.as_deref() == Some(rc.run_dir.as_str()));
+            left_before_its_end(dir, has_row)
+        })
+        .map(|(_, rc)| rc.run_dir)
+        .collect())
+}
+
 /// `ctax archive --finish-killed`: every run directory of `root` that a launch left before its
 /// end — no manifest row, or a raw step log still plain — is [`seal`]ed, gets its per-cell
 /// statistics in `summary.json` as a launch's end writes them, and a manifest row
@@ -127,7 +150,7 @@ pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
         let has_row = rows
             .iter()
             .any(|r| r.run_dir.as_deref() == Some(rc.run_dir.as_str()));
-        if has_row && steps::raw_files(&dir).is_empty() {
+        if !left_before_its_end(&dir, has_row) {
             continue;
         }
         let sealed = seal(&dir, &[])?;

@@ -234,7 +234,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // Phase B's rates then predate this sweep's Phase A launches (a full root recomputes
         // them in between): one phase per sweep on a skeleton.
         usage_ensure(
-            skip(1) || skip(3),
+            skip(1) || skip(3) || p.phase_b.is_none(),
             format!(
                 "{} is a skeleton of {source}: stage 2 cannot recompute the reference rates after \
                  this sweep's Phase A, so Phase B would run at rates that predate it. Run Phase A \

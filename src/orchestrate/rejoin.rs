@@ -60,9 +60,12 @@ pub struct Rejoined {
     pub other_files: usize,
     /// Entries of BACK left as they are (not part of a results root).
     pub ignored: Vec<String>,
-    /// Run directories joined (new or replaced) that no manifest row of BACK names: launches
-    /// killed there, before their end wrote the row (`ctax archive --finish-killed` seals them).
-    pub without_row: Vec<String>,
+    /// Run directories of ROOT, after the join, that a launch left before its end (no
+    /// manifest row, or a raw step log still plain): killed there, or still running when BACK
+    /// is a snapshot of a live sweep (`ctax archive --finish-killed` seals them, once that
+    /// sweep has ended). Read from ROOT, so an interrupted rejoin run again, or a directory an
+    /// earlier rejoin brought, is listed too.
+    pub unfinished: Vec<String>,
 }
 
 /// Joins `back` into `root` (module doc).
@@ -167,11 +170,6 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
     }
     // The run directories this rejoin adds or replaces: only their plans join (below).
     let joined: BTreeSet<String> = copy.iter().map(|(_, n, _)| n.clone()).collect();
-    out.without_row = joined
-        .iter()
-        .filter(|n| !named.contains(n.as_str()))
-        .cloned()
-        .collect();
     // Sweep logs: under their name, or beside a different one of that name.
     let mut logs = Vec::new();
     for e in archive::sorted_entries(back)? {
@@ -272,6 +270,7 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
         .iter()
         .filter(|r| r.stage == manifest::STAGE_A)
         .count();
+    out.unfinished = super::killed::unfinished(root)?;
     Ok(out)
 }
 
@@ -634,7 +633,13 @@ mod tests {
         std::fs::write(l1.join("config.json"), &cfg).unwrap();
         let l3 = sk.join("20261202-000000_plain_l3");
         std::fs::create_dir_all(&l3).unwrap();
-        std::fs::write(l3.join("config.json"), &cfg).unwrap();
+        // Its own config.json: l1's, renamed (a launch's config names its run directory).
+        let own_cfg = |name: &str| {
+            String::from_utf8(cfg.clone())
+                .unwrap()
+                .replace("20261201-000100_plain_l1", name)
+        };
+        std::fs::write(l3.join("config.json"), own_cfg("20261202-000000_plain_l3")).unwrap();
         std::fs::write(l3.join("requests_A_r2_i4096_o256.jsonl.zst"), b"new").unwrap();
         std::fs::write(sk.join(".ctax/plan_20261202-000000_plain_l3.json"), b"{}").unwrap();
         std::fs::write(sk.join("ctax_run_20261202-000000.log"), b"log").unwrap();
@@ -651,7 +656,9 @@ mod tests {
         assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
         assert_eq!(done.unchanged_runs, 2);
         assert_eq!((done.rows_added, done.phase_a_rows_added), (3, 2));
-        assert!(done.without_row.is_empty(), "{:?}", done.without_row);
+        // The root's l2 never got a row (the fixture's launch killed before its end); the
+        // resumed l1 and the new l3 did.
+        assert_eq!(done.unfinished, ["20261201-000200_plain_l2"]);
         assert_eq!(
             std::fs::read(root.join("manifest.jsonl")).unwrap(),
             std::fs::read(sk.join("manifest.jsonl")).unwrap()
@@ -707,11 +714,35 @@ mod tests {
         let back = t.path().join("back");
         let l4 = back.join("20261203-000000_plain_l4");
         std::fs::create_dir_all(&l4).unwrap();
-        std::fs::write(l4.join("config.json"), &cfg).unwrap();
+        std::fs::write(l4.join("config.json"), own_cfg("20261203-000000_plain_l4")).unwrap();
         let killed = rejoin(&back, &root).unwrap();
         assert_eq!(killed.new_runs, ["20261203-000000_plain_l4"]);
         assert_eq!(killed.rows_added, 0);
-        assert_eq!(killed.without_row, ["20261203-000000_plain_l4"]);
+        assert_eq!(
+            killed.unfinished,
+            ["20261201-000200_plain_l2", "20261203-000000_plain_l4"]
+        );
+        // Run again (an interrupted rejoin is finished that way): nothing is joined, and the
+        // killed launch is still named, read from the root.
+        let again = rejoin(&back, &root).unwrap();
+        assert!(again.new_runs.is_empty() && again.replaced_runs.is_empty());
+        assert_eq!(
+            again.unfinished,
+            ["20261201-000200_plain_l2", "20261203-000000_plain_l4"]
+        );
+        // A launch with its row whose raw step log is still plain (a resumed attempt killed
+        // after an earlier attempt's row) is named too.
+        let l3_root = root.join("20261202-000000_plain_l3");
+        std::fs::write(l3_root.join("engine_step_raw.1.jsonl"), b"{}\n").unwrap();
+        let plain_log = rejoin(&back, &root).unwrap();
+        assert_eq!(
+            plain_log.unfinished,
+            [
+                "20261201-000200_plain_l2",
+                "20261202-000000_plain_l3",
+                "20261203-000000_plain_l4"
+            ]
+        );
         assert_eq!(
             std::fs::read(root.join("manifest.jsonl")).unwrap(),
             std::fs::read(sk.join("manifest.jsonl")).unwrap()
