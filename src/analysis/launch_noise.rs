@@ -405,13 +405,13 @@ impl NoiseModel {
         seed: u64,
     ) -> (NoiseModel, LaunchNoiseSummary) {
         let kept = |c: &&CellStats| exclude != Some(c.key.config.as_str());
+        // The left-out config: its rows are its machines' means. What the screen can still find
+        // in them is its lack of fit across machines (its tax changing between machines), often
+        // on one degree of freedom. That keeps it out of the pools, as for any config, but is no
+        // launch noise of its own (no own draws below): its A/A compares launches on one
+        // machine, so it reads the others' noise (a 1-df variance would give t intervals
+        // without bound).
         let collapsed = |config: &str| exclude == Some(config);
-        // The left-out config's rows are its machines' means: what the screen can still find in
-        // them is its lack of fit across machines (its tax changing between machines), often on
-        // one degree of freedom. That keeps it out of the pools, as for any config, but is no
-        // launch noise of its own: its A/A compares launches on one machine, so it reads the
-        // others' noise (a 1-df variance would give t intervals without bound).
-        let gets_own = |config: &str| exclude != Some(config);
         let all_launches: Vec<&CellStats> = per_launch.iter().collect();
         let per_launch: Vec<&CellStats> = per_launch.iter().filter(kept).collect();
         let mut launches: BTreeMap<Phase, BTreeMap<String, std::collections::BTreeSet<u32>>> =
@@ -524,7 +524,7 @@ impl NoiseModel {
                 }
                 for (o, draws_key) in flagged {
                     let pv = o.variance;
-                    if gets_own(&o.config) {
+                    if !collapsed(&o.config) {
                         model.own_draws.insert(
                             (name, Some(tag.clone()), o.config.clone()),
                             variance_draws(&pv, resamples, seed, &draws_key),
@@ -621,7 +621,7 @@ impl NoiseModel {
                 name,
                 None,
             );
-            for (o, draws_key) in flagged_all.iter().filter(|(o, _)| gets_own(&o.config)) {
+            for (o, draws_key) in flagged_all.iter().filter(|(o, _)| !collapsed(&o.config)) {
                 let pv = o.variance;
                 model.own_draws.insert(
                     (name, None, o.config.clone()),

@@ -100,26 +100,29 @@ pub struct Finished {
     pub row: ManifestRow,
 }
 
-/// Whether a launch left `dir` before its end: no manifest row names it, or a raw step log is
-/// still plain (a launch's end compresses them; a resumed attempt killed after an earlier
-/// attempt's row). A live launch looks the same.
-fn left_before_its_end(dir: &Path, has_row: bool) -> bool {
-    !has_row || !steps::raw_files(dir).is_empty()
+/// The run directories of `root` a launch left before its end — no manifest row names it, or
+/// a raw step log is still plain (a launch's end compresses them; a resumed attempt killed
+/// after an earlier attempt's row) — with their config and whether a row names them. A live
+/// launch looks the same.
+fn left_before_their_end(root: &Path) -> anyhow::Result<Vec<(PathBuf, RunConfig, bool)>> {
+    let rows = manifest::read(root)?;
+    Ok(resume::runs(root)
+        .into_iter()
+        .filter_map(|(dir, rc)| {
+            let has_row = rows
+                .iter()
+                .any(|r| r.run_dir.as_deref() == Some(rc.run_dir.as_str()));
+            (!has_row || !steps::raw_files(&dir).is_empty()).then_some((dir, rc, has_row))
+        })
+        .collect())
 }
 
 /// The run directories of `root` that [`finish_root`] would finish, by name: launches killed
 /// there (or still running).
 pub fn unfinished(root: &Path) -> anyhow::Result<Vec<String>> {
-    let rows = manifest::read(root)?;
-    Ok(resume::runs(root)
+    Ok(left_before_their_end(root)?
         .into_iter()
-        .filter(|(dir, rc)| {
-            let has_row = rows
-                .iter()
-                .any(|r| r.run_dir.as_deref() == Some(rc.run_dir.as_str()));
-            left_before_its_end(dir, has_row)
-        })
-        .map(|(_, rc)| rc.run_dir)
+        .map(|(_, rc, _)| rc.run_dir)
         .collect())
 }
 
@@ -131,7 +134,7 @@ pub fn unfinished(root: &Path) -> anyhow::Result<Vec<String>> {
 /// its `env.txt`. **The caller asserts that no sweep is running in `root`**: a live launch looks
 /// exactly like a killed one.
 pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
-    let rows = manifest::read(root)?;
+    let unfinished = left_before_their_end(root)?;
     // Whether the root's profile asked for step timing (the launches' rows say the same); a
     // profile this version cannot read leaves it unknown rather than stopping the command.
     let prof = root.join("profile.toml");
@@ -146,13 +149,7 @@ pub fn finish_root(root: &Path) -> anyhow::Result<Vec<Finished>> {
             }
         };
     let mut out = Vec::new();
-    for (dir, rc) in resume::runs(root) {
-        let has_row = rows
-            .iter()
-            .any(|r| r.run_dir.as_deref() == Some(rc.run_dir.as_str()));
-        if !left_before_its_end(&dir, has_row) {
-            continue;
-        }
+    for (dir, rc, has_row) in unfinished {
         let sealed = seal(&dir, &[])?;
         if let Err(e) = super::stages::write_run_stats(&dir) {
             eprintln!(
