@@ -424,7 +424,9 @@ fn a_resumed_run_directory_comes_back_whole() {
 /// `--slow` sleeps until SIGTERM comes (then writes `interrupted` and exits 5: the chain must
 /// still end as stopped, whatever status the sweep ends with). A dry run (`--dry-run`) goes to
 /// `dry.txt` instead and ends at once: with `--typo` as a usage error (exit 2, as clap exits),
-/// with `--dry-fail` as a plan that fails on the root as it is now (exit 1).
+/// with `--dry-fail` as a plan that fails on the root as it is now (exit 1); `--adds-a`,
+/// `--runs-b` and `--b-done` print the plan lines `ctax run --dry-run` prints for a Phase A
+/// launch it would start, a Phase B launch it would resume and one it would skip.
 fn fake_ctax(dir: &Path) -> PathBuf {
     let bin = dir.join("fake_ctax");
     let calls = dir.join("calls.txt");
@@ -437,6 +439,9 @@ fn fake_ctax(dir: &Path) -> PathBuf {
                for a in \"$@\"; do\n\
                  [[ $a == --typo ]] && {{ echo \"error: unexpected argument '--typo' found\" >&2; exit 2; }}\n\
                  [[ $a == --dry-fail ]] && {{ echo 'error: no reference rates in this root yet' >&2; exit 1; }}\n\
+                 [[ $a == --adds-a ]] && echo '[ctax] dry run: stage A, launches, slot 0 (GPU 0) #1: plain l13: would launch (4 cells) (anchor)' >&2\n\
+                 [[ $a == --runs-b ]] && echo '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #2: plain l7: would resume 2 cells in 20261204-000000_plain_l7' >&2\n\
+                 [[ $a == --b-done ]] && echo '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #1: plain l6: complete, skipped' >&2\n\
                done\n\
                exit 0\n\
              fi\n\
@@ -565,6 +570,45 @@ fn a_typo_in_a_later_sweep_refuses_the_chain_before_anything_starts() {
     let c = calls(d2);
     assert_eq!(c.len(), 4, "both sweeps ran: {c:?}");
     assert!(c[2].ends_with("[--dry-fail]"));
+}
+
+/// On a skeleton root (`.ctax/skeleton.json`), a sweep that would launch or resume Phase B
+/// launches after a sweep that adds Phase A launches refuses the chain before anything starts:
+/// at its turn its reference rates would predate them (stop 34's review). Phase B first, a
+/// Phase B sweep with nothing left to run, and the same order on a full root all run.
+#[test]
+fn a_phase_b_after_a_phase_a_on_a_skeleton_refuses_the_chain() {
+    let skeleton = |d: &Path| {
+        fs::create_dir_all(d.join("out/.ctax")).unwrap();
+        fs::write(d.join("out/.ctax/skeleton.json"), "{}").unwrap();
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    skeleton(d);
+    let out = chain(d, &["--adds-a", "--then", "--x", "--then", "--runs-b"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is a skeleton: sweep 3 runs Phase B after sweep 1 adds Phase A launches")
+            && err.contains("the chain is refused, nothing started"),
+        "{err}"
+    );
+    assert!(calls(d).is_empty(), "nothing ran: {:?}", calls(d));
+
+    for (args, skel) in [
+        (&["--runs-b", "--then", "--adds-a"][..], true),
+        (&["--adds-a", "--then", "--b-done"], true),
+        (&["--adds-a", "--then", "--runs-b"], false),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        if skel {
+            skeleton(d);
+        }
+        let out = chain(d, args);
+        assert!(out.status.success(), "{args:?} (skeleton {skel}): {out:?}");
+        assert_eq!(calls(d).len(), 4, "{args:?}: both sweeps ran");
+    }
 }
 
 /// A sweep that fails ends the chain with its exit status; the sweeps after it never start.

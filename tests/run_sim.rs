@@ -1276,6 +1276,41 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
     let o = ctax_plain(&["report", sk.to_str().unwrap(), "--out", "/dev/null/x"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("cannot be analysed"), "{}", stderr(&o));
+    // A `gpu_run.sh` chain of this Phase A sweep and then a Phase B sweep on the skeleton: each
+    // dry run passes on the skeleton as it is, but at its turn Phase B's rates would predate
+    // the new Phase A launches. The chain reads that from the real dry runs' lines and refuses.
+    let r = repo().display().to_string();
+    let mut two = vec!["--repo", r.as_str()];
+    two.extend(flagged.iter().copied());
+    two.extend([
+        "--then",
+        "--repo",
+        r.as_str(),
+        "--configs",
+        "plain,noop_connector",
+        "--skip-stage",
+        "1",
+        "--skip-stage",
+        "2",
+        "--skip-stage",
+        "4",
+    ]);
+    let o = Command::new("bash")
+        .arg(repo().join("tools/gpu_run.sh"))
+        .arg("chain")
+        .arg(&p)
+        .arg(&sk)
+        .args(&two)
+        .env("CTAX_BIN", env!("CARGO_BIN_EXE_ctax"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("sweep 2 runs Phase B after sweep 1 adds Phase A launches"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(tree(&sk), before, "a refused chain writes nothing");
 
     let old = run_dirs(&sk);
     let o = run(&p, &sk, &flagged);
