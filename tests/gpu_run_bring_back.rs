@@ -424,9 +424,10 @@ fn a_resumed_run_directory_comes_back_whole() {
 /// `--slow` sleeps until SIGTERM comes (then writes `interrupted` and exits 5: the chain must
 /// still end as stopped, whatever status the sweep ends with). A dry run (`--dry-run`) goes to
 /// `dry.txt` instead and ends at once: with `--typo` as a usage error (exit 2, as clap exits),
-/// with `--dry-fail` as a plan that fails on the root as it is now (exit 1); `--adds-a`,
-/// `--runs-b` and `--b-done` print the plan lines `ctax run --dry-run` prints for a Phase A
-/// launch it would start, a Phase B launch it would resume and one it would skip.
+/// with `--dry-fail` as a plan that fails on the root as it is now (exit 1); `--adds-a` prints
+/// the line `ctax run --dry-run` prints for a Phase A launch it would start, `--runs-b` and
+/// `--b-done` those for a Phase B at the root's reference rates as they are with a launch it
+/// would resume or with every launch done, `--b-file` those for Phase B with --reference-rates.
 fn fake_ctax(dir: &Path) -> PathBuf {
     let bin = dir.join("fake_ctax");
     let calls = dir.join("calls.txt");
@@ -440,8 +441,10 @@ fn fake_ctax(dir: &Path) -> PathBuf {
                  [[ $a == --typo ]] && {{ echo \"error: unexpected argument '--typo' found\" >&2; exit 2; }}\n\
                  [[ $a == --dry-fail ]] && {{ echo 'error: no reference rates in this root yet' >&2; exit 1; }}\n\
                  [[ $a == --adds-a ]] && echo '[ctax] dry run: stage A, launches, slot 0 (GPU 0) #1: plain l13: would launch (4 cells) (anchor)' >&2\n\
+                 [[ $a == --runs-b || $a == --b-done ]] && echo '[ctax] stage 2 skipped: Phase B takes its rates from /r/reference_rates.json as it is (ref_safe Some(2.0), ref_load Some(6.0))' >&2\n\
                  [[ $a == --runs-b ]] && echo '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #2: plain l7: would resume 2 cells in 20261204-000000_plain_l7' >&2\n\
                  [[ $a == --b-done ]] && echo '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #1: plain l6: complete, skipped' >&2\n\
+                 [[ $a == --b-file ]] && printf '%s\\n' '[ctax] stage 2: reference rates from /f/reference_rates.json (ref_safe Some(2.0), ref_load Some(6.0))' '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #1: plain l6: would launch (6 cells)' >&2\n\
                done\n\
                exit 0\n\
              fi\n\
@@ -572,32 +575,43 @@ fn a_typo_in_a_later_sweep_refuses_the_chain_before_anything_starts() {
     assert!(c[2].ends_with("[--dry-fail]"));
 }
 
-/// On a skeleton root (`.ctax/skeleton.json`), a sweep that would launch or resume Phase B
-/// launches after a sweep that adds Phase A launches refuses the chain before anything starts:
-/// at its turn its reference rates would predate them (stop 34's review). Phase B first, a
-/// Phase B sweep with nothing left to run, and the same order on a full root all run.
+/// On a skeleton root (`.ctax/skeleton.json`), a sweep that takes Phase B's rates from the
+/// root's reference_rates.json as it is, after a sweep that adds Phase A launches, refuses the
+/// chain before anything starts: at its turn the rates would predate them, and `ctax run`
+/// checks that even when every Phase B launch is done (stop 34's review; stop 35's review found
+/// the first version, which read only Phase B launches to run, let that case through). Phase B
+/// first, Phase B with --reference-rates, and the same order on a full root all run.
 #[test]
 fn a_phase_b_after_a_phase_a_on_a_skeleton_refuses_the_chain() {
     let skeleton = |d: &Path| {
         fs::create_dir_all(d.join("out/.ctax")).unwrap();
         fs::write(d.join("out/.ctax/skeleton.json"), "{}").unwrap();
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let d = tmp.path();
-    skeleton(d);
-    let out = chain(d, &["--adds-a", "--then", "--x", "--then", "--runs-b"]);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("is a skeleton: sweep 3 runs Phase B after sweep 1 adds Phase A launches")
-            && err.contains("the chain is refused, nothing started"),
-        "{err}"
-    );
-    assert!(calls(d).is_empty(), "nothing ran: {:?}", calls(d));
+    for (args, refused) in [
+        (
+            &["--adds-a", "--then", "--x", "--then", "--runs-b"][..],
+            "sweep 3",
+        ),
+        (&["--adds-a", "--then", "--b-done"], "sweep 2"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        skeleton(d);
+        let out = chain(d, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "is a skeleton: {refused} runs Phase B at the root's reference rates after sweep 1 adds Phase A launches"
+            )) && err.contains("the chain is refused, nothing started"),
+            "{args:?}: {err}"
+        );
+        assert!(calls(d).is_empty(), "{args:?}: nothing ran: {:?}", calls(d));
+    }
 
     for (args, skel) in [
         (&["--runs-b", "--then", "--adds-a"][..], true),
-        (&["--adds-a", "--then", "--b-done"], true),
+        (&["--adds-a", "--then", "--b-file"], true),
         (&["--adds-a", "--then", "--runs-b"], false),
     ] {
         let tmp = tempfile::tempdir().unwrap();

@@ -484,9 +484,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(r) = &r
             && !skip(3)
             && ctx.profile.phase_b.is_some()
-            && let Some(w) = stages::check_rates_current(&root, r)?
         {
-            eprintln!("[ctax] warning: {w}");
+            if let Some(w) = stages::check_rates_current(&root, r)? {
+                eprintln!("[ctax] warning: {w}");
+            }
+            // `gpu_run.sh chain` reads this line: on a skeleton, such a sweep after one that
+            // adds Phase A launches would find these rates stale at its turn.
+            eprintln!(
+                "[ctax] stage 2 skipped: Phase B takes its rates from {} as it is (ref_safe \
+                 {:?}, ref_load {:?})",
+                root.join("reference_rates.json").display(),
+                r.ref_safe,
+                r.ref_load
+            );
         }
         r
     } else if !shard.is_whole() {
