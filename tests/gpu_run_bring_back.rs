@@ -427,7 +427,8 @@ fn a_resumed_run_directory_comes_back_whole() {
 /// with `--dry-fail` as a plan that fails on the root as it is now (exit 1); `--adds-a` prints
 /// the line `ctax run --dry-run` prints for a Phase A launch it would start, `--runs-b` and
 /// `--b-done` those for a Phase B at the root's reference rates as they are with a launch it
-/// would resume or with every launch done, `--b-file` those for Phase B with --reference-rates.
+/// would resume or with every launch done, `--b-file` those for Phase B with --reference-rates,
+/// `--b-stage2` those for Phase B after stage 2, which a real run would let recompute the rates.
 fn fake_ctax(dir: &Path) -> PathBuf {
     let bin = dir.join("fake_ctax");
     let calls = dir.join("calls.txt");
@@ -444,6 +445,7 @@ fn fake_ctax(dir: &Path) -> PathBuf {
                  [[ $a == --runs-b || $a == --b-done ]] && echo '[ctax] stage 2 skipped: Phase B takes its rates from /r/reference_rates.json as it is (ref_safe Some(2.0), ref_load Some(6.0))' >&2\n\
                  [[ $a == --runs-b ]] && echo '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #2: plain l7: would resume 2 cells in 20261204-000000_plain_l7' >&2\n\
                  [[ $a == --b-done ]] && echo '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #1: plain l6: complete, skipped' >&2\n\
+                 [[ $a == --b-stage2 ]] && printf '%s\\n' '[ctax] stage 2 not run (dry run): Phase B below uses /r/reference_rates.json as it is now (a real run recomputes it after Phase A)' '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #1: plain l6: would launch (6 cells)' >&2\n\
                  [[ $a == --b-file ]] && printf '%s\\n' '[ctax] stage 2: reference rates from /f/reference_rates.json (ref_safe Some(2.0), ref_load Some(6.0))' '[ctax] dry run: stage B, launches, slot 0 (GPU 0) #1: plain l6: would launch (6 cells)' >&2\n\
                done\n\
                exit 0\n\
@@ -575,36 +577,53 @@ fn a_typo_in_a_later_sweep_refuses_the_chain_before_anything_starts() {
     assert!(c[2].ends_with("[--dry-fail]"));
 }
 
-/// On a skeleton root (`.ctax/skeleton.json`), a sweep that takes Phase B's rates from the
-/// root's reference_rates.json as it is, after a sweep that adds Phase A launches, refuses the
-/// chain before anything starts: at its turn the rates would predate them, and `ctax run`
-/// checks that even when every Phase B launch is done (stop 34's review; stop 35's review found
-/// the first version, which read only Phase B launches to run, let that case through). Phase B
-/// first, Phase B with --reference-rates, and the same order on a full root all run.
+/// A sweep that takes Phase B's rates from the root's reference_rates.json as it is
+/// (--skip-stage 2), after a sweep that adds Phase A launches, refuses the chain before anything
+/// starts: at its turn the rates would predate them, and `ctax run` checks that even when every
+/// Phase B launch is done (stop 34's review; stop 35's review found the first version, which
+/// read only Phase B launches to run, let that case through). That holds on a full root as on a
+/// skeleton (`.ctax/skeleton.json`; stop 35's first version refused it only there), whose
+/// message also says where the rates are recomputed. Phase B first, Phase B with
+/// --reference-rates, and Phase B letting stage 2 recompute the rates all run.
 #[test]
-fn a_phase_b_after_a_phase_a_on_a_skeleton_refuses_the_chain() {
+fn a_phase_b_after_a_phase_a_at_the_roots_rates_refuses_the_chain() {
     let skeleton = |d: &Path| {
         fs::create_dir_all(d.join("out/.ctax")).unwrap();
         fs::write(d.join("out/.ctax/skeleton.json"), "{}").unwrap();
     };
-    for (args, refused) in [
+    for (args, refused, skel) in [
         (
             &["--adds-a", "--then", "--x", "--then", "--runs-b"][..],
             "sweep 3",
+            true,
         ),
-        (&["--adds-a", "--then", "--b-done"], "sweep 2"),
+        (&["--adds-a", "--then", "--b-done"], "sweep 2", true),
+        (&["--adds-a", "--then", "--runs-b"], "sweep 2", false),
+        (&["--adds-a", "--then", "--b-done"], "sweep 2", false),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
-        skeleton(d);
+        if skel {
+            skeleton(d);
+        }
         let out = chain(d, args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?} (skeleton {skel}): {out:?}"
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
             err.contains(&format!(
-                "is a skeleton: {refused} runs Phase B at the root's reference rates after sweep 1 adds Phase A launches"
+                "{refused} runs Phase B at {}'s reference rates as they are after sweep 1 adds Phase A launches",
+                d.join("out").display()
             )) && err.contains("the chain is refused, nothing started"),
-            "{args:?}: {err}"
+            "{args:?} (skeleton {skel}): {err}"
+        );
+        assert_eq!(
+            err.contains("(a skeleton: recompute them on the full root"),
+            skel,
+            "{args:?} (skeleton {skel}): {err}"
         );
         assert!(calls(d).is_empty(), "{args:?}: nothing ran: {:?}", calls(d));
     }
@@ -612,7 +631,8 @@ fn a_phase_b_after_a_phase_a_on_a_skeleton_refuses_the_chain() {
     for (args, skel) in [
         (&["--runs-b", "--then", "--adds-a"][..], true),
         (&["--adds-a", "--then", "--b-file"], true),
-        (&["--adds-a", "--then", "--runs-b"], false),
+        (&["--runs-b", "--then", "--adds-a"], false),
+        (&["--adds-a", "--then", "--b-stage2"], false),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();

@@ -1306,9 +1306,12 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains(
-            "sweep 2 runs Phase B at the root's reference rates after sweep 1 adds Phase A launches"
-        ),
+        stderr(&o).contains(&format!(
+            "sweep 2 runs Phase B at {}'s reference rates as they are after sweep 1 adds Phase A \
+             launches, so the rates would predate them and sweep 2 would fail at its turn (a \
+             skeleton: recompute them on the full root",
+            sk.display()
+        )),
         "{}",
         stderr(&o)
     );

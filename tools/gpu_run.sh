@@ -20,10 +20,10 @@
 #        sweep gets PROFILE, OUT and ITS OWN arguments only: repeat --gpus, --skip-stage ... after
 #        every --then. An empty sweep (--then first, last or doubled), or a usage error in any
 #        sweep's arguments (each is dry-run first: a misspelt flag, --configs without plain, a
-#        skeleton OUT without --skip-stage 2 and 4), or on a skeleton a sweep that runs Phase B
-#        at the root's reference rates after a sweep that adds Phase A launches (the rates would
-#        predate them: put B first, or give it --reference-rates), is refused before anything
-#        starts
+#        skeleton OUT without --skip-stage 2 and 4), or a sweep that runs Phase B at the root's
+#        reference rates as they are (--skip-stage 2) after a sweep that adds Phase A launches
+#        (the rates would predate them: put B first, let stage 2 run on a full root, or give it
+#        --reference-rates), is refused before anything starts
 #   bash tools/gpu_run.sh wait SECONDS OUT [DEST] (sleeps until the sweep ends or SECONDS pass, at
 #        most 530 so the bring-back fits the device's 600-s call; log tail; exit 3 without
 #        OUT.pid; with DEST ($OUT), every call brings back what this stretch wrote so far:
@@ -211,17 +211,19 @@ case "$cmd" in
     # chain, where it would otherwise end it only when that sweep's turn came, minutes of device
     # time later. Another failure of a later sweep's dry run is only reported: its plan can
     # depend on what the sweeps before it add (reference rates, launches).
-    # On a skeleton (`ctax skeleton`: no raw records, so stage 2 cannot recompute the rates), a
-    # sweep that takes Phase B's rates from the root's reference_rates.json as it is (stage 2
+    # A sweep that takes Phase B's rates from the root's reference_rates.json as it is (stage 2
     # skipped, stage 3 run, no --reference-rates) after a sweep that adds Phase A launches fails
     # at its turn, even with every Phase B launch done: the rates predate the new launches
     # (stages.rs `check_rates_current`), and each sweep's own dry run, on the root as it is now,
-    # cannot see that. Read from the dry runs' lines (`stage A, …: would launch|resume` and
-    # `stage 2 skipped: Phase B takes its rates from … as it is`): refused before anything
-    # starts. Phase B first, then Phase A, runs; so does Phase B with --reference-rates FILE.
+    # cannot see that. This holds on a full root as on a skeleton (`ctax skeleton`: no raw
+    # records, so stage 2 cannot recompute the rates there and must be skipped). Read from the
+    # dry runs' lines (`stage A, …: would launch|resume` and `stage 2 skipped: Phase B takes its
+    # rates from … as it is`): refused before anything starts. Phase B first, then Phase A,
+    # runs; so does Phase B with --reference-rates FILE, and on a full root Phase B letting
+    # stage 2 recompute the rates.
     if (( ${#sweeps[@]} > 1 )); then
       k=0 adds_a=0
-      skel=0; [[ -f "$out/.ctax/skeleton.json" ]] && skel=1
+      skel=""; [[ -f "$out/.ctax/skeleton.json" ]] && skel=" (a skeleton: recompute them on the full root, \`ctax reference-rates\` after \`ctax rejoin\`)"
       for s in "${sweeps[@]}"; do
         k=$((k + 1))
         eval "set -- $s"
@@ -234,8 +236,8 @@ case "$cmd" in
         elif (( rc != 0 )); then
           echo "[gpu_run] sweep $k's dry run on the root as it is now failed (exit $rc; the sweeps before it may change that): $(printf '%s\n' "$msg" | tail -1)"
         fi
-        if (( skel && adds_a )) && grep -Eq "^\[ctax\] stage 2 skipped: Phase B takes its rates from .* as it is" <<< "$msg"; then
-          echo "[gpu_run] $out is a skeleton: sweep $k runs Phase B at the root's reference rates after sweep $adds_a adds Phase A launches, so the rates would predate them and sweep $k would fail at its turn (they are recomputed on the full root: \`ctax reference-rates\` after \`ctax rejoin\`). Put the Phase B sweep first, give it --reference-rates FILE, or run it on a later stretch: the chain is refused, nothing started" >&2
+        if (( adds_a )) && grep -Eq "^\[ctax\] stage 2 skipped: Phase B takes its rates from .* as it is" <<< "$msg"; then
+          echo "[gpu_run] sweep $k runs Phase B at $out's reference rates as they are after sweep $adds_a adds Phase A launches, so the rates would predate them and sweep $k would fail at its turn$skel. Put the Phase B sweep first, give it --reference-rates FILE, let stage 2 run (full root only), or run it on a later stretch: the chain is refused, nothing started" >&2
           exit 2
         fi
         if (( ! adds_a )) && grep -Eq "^\[ctax\] dry run: stage A, .*: would (launch|resume)" <<< "$msg"; then
