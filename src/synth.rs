@@ -47,6 +47,20 @@ pub struct SynthConfig {
     /// The machine (index into the spec's `machine_levels`) each launch runs on, by launch
     /// index; launches past the list (and every launch when it is empty) run on machine 0.
     pub machines: Vec<u32>,
+    /// A slow stretch inside one launch's measured window, in every Phase A cell of it: the
+    /// TTFT of measured requests `first..first + len` (send order) × `factor`, as an LMCache
+    /// store slowed 3× for ten seconds on the H200 ([`crate::analysis::episodes`]). No draw is
+    /// spent on it: the other requests stay as without it.
+    pub stall: Option<Stall>,
+}
+
+/// See [`SynthConfig::stall`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stall {
+    pub launch: u32,
+    pub first: usize,
+    pub len: usize,
+    pub factor: f64,
 }
 
 impl SynthConfig {
@@ -61,6 +75,7 @@ impl SynthConfig {
             slow_launch: None,
             launch_sigma_extra: 0.0,
             machines: Vec::new(),
+            stall: None,
         }
     }
 }
@@ -443,7 +458,13 @@ fn write_cell(
             arrival.max(prev_start + service_ns)
         };
         prev_start = start;
-        let ttft_ns = (start - arrival) + ttft_base * 1e6 * (spec.sigma * ar_ttft).exp();
+        let stalled = cfg.stall.filter(|st| {
+            st.launch == launch
+                && phase == Phase::A
+                && (st.first..st.first + st.len).contains(&i.wrapping_sub(spec.warmup_requests))
+        });
+        let ttft_ns = (start - arrival)
+            + ttft_base * 1e6 * (spec.sigma * ar_ttft).exp() * stalled.map_or(1.0, |st| st.factor);
         let tpot_ns = tpot_base * 1e6 * (0.5 * spec.sigma * ar_tpot).exp();
         let t_send = arrival as u64 + 20_000;
         let first = t_send + ttft_ns as u64;

@@ -1076,3 +1076,81 @@ fn a_slow_first_launch_on_each_machine_is_measured() {
     assert!(row.contains("| 1 |"), "{row}");
     assert!(md.contains("a launch that ran first on its machine against the same config's later ones there, at ref_safe: TTFT p90 +"));
 }
+
+/// A slow stretch injected into one launch's measured window (synth `stall`: measured requests
+/// 60..90 of lmcache_only l1, TTFT × 5, every Phase A cell) is the one episode found, in each
+/// cell below saturation, with its send times (request k of the window at k / rate s, so
+/// 60 / r to 89 / r) and the p90 without it back near the launch's other requests'; the
+/// report's Slow episodes table and the warning name it. Nothing else is an episode: with
+/// lognormal sigma 0.25, a TTFT above 2× the median is z > 2.77 (p 0.003), and three of those
+/// within two requests of each other do not happen in these 14 launch-cells.
+#[test]
+fn an_injected_slow_stretch_is_named_with_the_p90_without_it() {
+    use connector_tax::synth::{Stall, SynthConfig, SynthSpec};
+    use ctax_schema::Phase;
+    let spec = SynthSpec {
+        configs: vec![
+            SynthConfig::new("plain", 1.0, 1.0),
+            SynthConfig {
+                stall: Some(Stall {
+                    launch: 1,
+                    first: 60,
+                    len: 30,
+                    factor: 5.0,
+                }),
+                ..SynthConfig::new("lmcache_only", 1.5, 1.0)
+            },
+        ],
+        launches: 3,
+        phase_a_rates: vec![1.0, 2.0],
+        phase_b_shapes: vec![],
+        requests_per_cell: 200,
+        ..Default::default()
+    };
+    let Fixture { analysis, verdicts } = common::from_spec(&spec);
+    let eps = &analysis.summary.episodes;
+    assert_eq!(eps.len(), 2, "{eps:#?}");
+    for (e, rate) in eps.iter().zip([1.0, 2.0]) {
+        assert_eq!(
+            (e.config.as_str(), e.launch, e.phase, e.measured),
+            ("lmcache_only", 1, Phase::A, 200),
+            "{e:?}"
+        );
+        assert_eq!(e.spans.len(), 1, "{e:?}");
+        let s = &e.spans[0];
+        assert_eq!((s.requests, s.slow), (30, 30), "{e:?}");
+        assert!((s.from_s - 60.0 / rate).abs() < 1e-3, "{e:?}");
+        assert!((s.to_s - 89.0 / rate).abs() < 1e-3, "{e:?}");
+        // 5× the launch's level: the stretch's median is ~5× the launch median.
+        assert!(
+            (s.ttft_median_ms / e.ttft_median_ms - 5.0).abs() < 1.0,
+            "{e:?}"
+        );
+        assert!(e.p90_shift() > 1.0, "{e:?}");
+        // Without the stretch, the p90 is that of lognormal(0.25) around the launch's median:
+        // exp(1.2816 × 0.25) = 1.38 × the median.
+        let ratio = e.ttft_p90_without_ms / e.ttft_median_ms;
+        assert!((ratio - 1.38).abs() < 0.15, "{e:?}: {ratio}");
+    }
+    assert!(
+        analysis.summary.warnings.iter().any(|w| w
+            .starts_with("slow episodes set the TTFT p90 of 2 launch-cell(s) below saturation")
+            && w.contains("lmcache_only l1 Phase A r1_i4096_o256: p90 ")),
+        "{:#?}",
+        analysis.summary.warnings
+    );
+    let out = render(&Fixture { analysis, verdicts });
+    let md = out.md();
+    assert!(md.contains("### Slow episodes"), "{md}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| lmcache_only | A 2 req/s, 4096/256 | l1 ("))
+        .unwrap_or_else(|| panic!("no episode row:\n{md}"));
+    assert!(
+        row.contains("| 30.0–44.5 s: 30 of 30 slow, median "),
+        "{row}"
+    );
+    let html = out.html();
+    assert!(html.contains("<h3 id=\"taxes-episodes\">Slow episodes</h3>"));
+    assert!(html.contains("30.0–44.5 s: 30 of 30 slow"));
+}

@@ -12,6 +12,7 @@
 //! | did plain run before, after or around each config on its machines? | [`launch_order`] |
 //! | does the cell both phases measure give the same tax in both? | [`same_cell`] |
 //! | which cells did launches run at different places in the launch? | [`launch_places`] |
+//! | did a transient slow stretch set a launch's TTFT p90? | [`episodes`] |
 //! | which conventions do the numbers follow? | [`conventions`] |
 //! | how are numbers written into warnings and reasons? | [`words`] |
 //! | what do the output files contain? | [`model`] |
@@ -19,6 +20,7 @@
 mod calibration;
 mod cells;
 mod conventions;
+pub mod episodes;
 pub mod first_launch;
 pub(crate) mod launch_noise;
 pub mod launch_order;
@@ -232,6 +234,8 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
             c.difference.value.pct_ci()
         )
     }));
+    let episodes = episodes::find(&samples, &cells);
+    warnings.extend(episodes::warning(&episodes));
     let dataset = dataset_info(ds, &cells);
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs, |cs| {
@@ -254,6 +258,7 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         machines,
         same_cell,
         mixed_places,
+        episodes,
         aa_taxes,
         accounting: DataAccounting {
             cells: ds.accounting.clone(),

@@ -466,6 +466,10 @@ pub struct AnalysisSummary {
     /// the places.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mixed_places: Vec<super::launch_places::MixedPlaces>,
+    /// Launches whose TTFT p90 in a cell below saturation is set by a transient slow stretch
+    /// of their measured window, with the p90 without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub episodes: Vec<super::episodes::LaunchEpisodes>,
     /// A/A taxes: a config's launches on one machine split in two (even vs odd positions) in
     /// each tax cell; the noise floor next to the taxes. Each must straddle 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -47,6 +47,9 @@ pub(crate) struct LaunchSamples {
     /// records missing or rejected): the saturation criteria are not evaluated on such a cell.
     pub data_incomplete: Vec<String>,
     pub ttft_ms: Vec<f64>,
+    /// The send time (ns, the collector's clock) of each value of `ttft_ms`, same order: where
+    /// in the window a TTFT was measured ([`super::episodes`]).
+    pub ttft_send_ns: Vec<u64>,
     pub tpot_ms: Vec<f64>,
     pub e2e_ms: Vec<f64>,
     /// Pooled gaps between consecutive token-carrying events (ms).
@@ -193,8 +196,9 @@ fn launch_samples(
         }
     }
     for r in reqs.iter().filter(|r| is_measured(r)) {
-        if let Some(v) = r.ttft_ms() {
+        if let (Some(v), Some(t)) = (r.ttft_ms(), r.t_send_ns) {
             s.ttft_ms.push(v);
+            s.ttft_send_ns.push(t);
         }
         if let Some(v) = r.tpot_ms() {
             s.tpot_ms.push(v);

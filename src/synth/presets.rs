@@ -35,6 +35,7 @@ pub fn preset(preset: Preset) -> SynthSpec {
             slow_launch: None,
             launch_sigma_extra: 0.0,
             machines: Vec::new(),
+            stall: None,
         })
         .collect::<Vec<_>>();
         v.iter_mut().for_each(|c| {

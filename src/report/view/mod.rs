@@ -4,13 +4,14 @@
 //!
 //! One module per report section, in page order: [`overview`] (at a glance, degradation, with
 //! [`coverage`]: what of the seed's plan was measured),
-//! [`verdicts`], [`figures`], [`taxes`] (with [`machines`]), [`cells`], [`accounting`], [`conventions`],
+//! [`verdicts`], [`figures`], [`taxes`] (with [`machines`] and [`episodes`]), [`cells`], [`accounting`], [`conventions`],
 //! [`provenance`].
 
 mod accounting;
 mod cells;
 mod conventions;
 mod coverage;
+mod episodes;
 mod figures;
 mod machines;
 mod overview;
@@ -66,6 +67,8 @@ pub(crate) struct ReportView {
     pub calibration: Vec<CalibrationView>,
     /// A/A taxes (noise floor): each config with >= 2 launches on one machine against itself.
     pub aa: Vec<taxes::AaView>,
+    /// Launches whose TTFT p90 a transient slow stretch of their measured window sets.
+    pub episodes: Vec<episodes::EpisodeView>,
     /// Which launches ran on which machine, and the machine-effect tests.
     pub machines: machines::MachinesView,
     /// The launch-to-launch noise in one line: pooled over cells, and each cell's own.
@@ -102,6 +105,7 @@ impl ReportView {
             show_gpus: s.cells.iter().any(|c| !c.gpus.is_empty()),
             calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
             aa: taxes::aa_rows(r),
+            episodes: episodes::rows(r),
             machines: machines::machines(r),
             launch_noise: overview::launch_noise_line(&s.launch_noise),
             accounting: accounting::accounting(r),

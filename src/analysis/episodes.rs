@@ -1,0 +1,320 @@
+//! Slow episodes inside a launch's measured window: a stretch of consecutive requests (in send
+//! order) whose TTFT is far above the launch's own median in that cell, long enough to set the
+//! launch's TTFT p90.
+//!
+//! A p90 over ~85 requests (2 req/s for the measured window) is set by its top 9: one stretch of
+//! ten seconds in which the server slows (an LMCache store falling from 2.6 to 0.9 GB/s, seen on
+//! H200: DESIGN.md §8, twenty-third stretch) moves a launch's p90 by more than the taxes the
+//! report reads, and a tax that pools few launches carries it. The report names each such
+//! launch with its p90 without the episode; nothing here changes a statistic or a verdict.
+//!
+//! The rule ([`find_in_launch`], pure): a request is slow when its TTFT exceeds
+//! [`SLOW_FACTOR`] × the launch's median TTFT in the cell; an episode is a run of slow requests in
+//! send order in which at most [`MAX_GAP`] other requests separate two slow ones, with at least
+//! [`MIN_SLOW`] slow requests. A launch's episodes are named when its TTFT p90 (linear) is at
+//! least [`MIN_P90_SHIFT`] above the p90 of its requests outside every episode, and those are at
+//! least half of its requests (a launch slow throughout has no episode: it is slow). Cells at or
+//! past saturation are not read: their TTFT climbs with the queue, which is not an episode.
+
+use std::collections::BTreeMap;
+
+use ctax_schema::Phase;
+use serde::{Deserialize, Serialize};
+
+use super::model::{CellKey, CellStats, config_order};
+use super::samples::CellSamples;
+use crate::stats::quantile;
+
+/// A request is slow when its TTFT exceeds this many times the launch's median in the cell.
+pub const SLOW_FACTOR: f64 = 2.0;
+/// At most this many other requests between two slow ones of one episode.
+pub const MAX_GAP: usize = 2;
+/// An episode has at least this many slow requests.
+pub const MIN_SLOW: usize = 3;
+/// Episodes are named when they raise the launch's TTFT p90 by at least this fraction.
+pub const MIN_P90_SHIFT: f64 = 0.10;
+/// Launches with fewer measured TTFTs in the cell are not read.
+pub const MIN_REQUESTS: usize = 20;
+
+/// One episode: a stretch of a launch's measured window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    /// Send times of its first and last request, seconds from the start of the measured window.
+    pub from_s: f64,
+    pub to_s: f64,
+    /// Requests it spans, and of those the slow ones.
+    pub requests: usize,
+    pub slow: usize,
+    /// Median TTFT of the requests it spans (ms).
+    pub ttft_median_ms: f64,
+}
+
+/// The episodes of one launch in one cell, and what they do to its TTFT p90.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchEpisodes {
+    pub config: String,
+    pub phase: Phase,
+    pub cell: String,
+    pub launch: u32,
+    pub run_dir: String,
+    pub machine: String,
+    /// Measured requests with a TTFT.
+    pub measured: usize,
+    pub ttft_median_ms: f64,
+    pub ttft_p90_ms: f64,
+    /// TTFT p90 of the requests outside every episode.
+    pub ttft_p90_without_ms: f64,
+    pub spans: Vec<Span>,
+}
+
+impl LaunchEpisodes {
+    /// How much the episodes raise the launch's TTFT p90 (a fraction).
+    pub fn p90_shift(&self) -> f64 {
+        self.ttft_p90_ms / self.ttft_p90_without_ms - 1.0
+    }
+}
+
+/// What [`find_in_launch`] finds in one launch.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Found {
+    pub median_ms: f64,
+    pub p90_ms: f64,
+    pub p90_without_ms: f64,
+    pub spans: Vec<Span>,
+}
+
+/// The rule on one launch's measured requests in send order: `send_ns` and `ttft_ms` side by
+/// side, `start_ns` the start of its measured window. `None` when nothing qualifies.
+pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) -> Option<Found> {
+    let n = ttft_ms.len();
+    if n < MIN_REQUESTS || send_ns.len() != n {
+        return None;
+    }
+    let median_ms = quantile(ttft_ms, 0.5)?;
+    let slow: Vec<bool> = ttft_ms
+        .iter()
+        .map(|v| *v > SLOW_FACTOR * median_ms)
+        .collect();
+    // (first index, last index, slow requests) of each run.
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for i in (0..n).filter(|i| slow[*i]) {
+        match runs.last_mut() {
+            Some((_, last, k)) if i - *last - 1 <= MAX_GAP => {
+                *last = i;
+                *k += 1;
+            }
+            _ => runs.push((i, i, 1)),
+        }
+    }
+    runs.retain(|(_, _, k)| *k >= MIN_SLOW);
+    if runs.is_empty() {
+        return None;
+    }
+    let mut inside = vec![false; n];
+    for (a, b, _) in &runs {
+        inside[*a..=*b].iter_mut().for_each(|x| *x = true);
+    }
+    let outside: Vec<f64> = (0..n).filter(|i| !inside[*i]).map(|i| ttft_ms[i]).collect();
+    if outside.len() * 2 < n {
+        return None;
+    }
+    let p90_ms = quantile(ttft_ms, 0.9)?;
+    let p90_without_ms = quantile(&outside, 0.9)?;
+    if p90_ms / p90_without_ms - 1.0 < MIN_P90_SHIFT {
+        return None;
+    }
+    let secs = |i: usize| send_ns[i].saturating_sub(start_ns) as f64 / 1e9;
+    let spans = runs
+        .iter()
+        .map(|(a, b, k)| Span {
+            from_s: secs(*a),
+            to_s: secs(*b),
+            requests: b - a + 1,
+            slow: *k,
+            ttft_median_ms: quantile(&ttft_ms[*a..=*b], 0.5).unwrap_or(f64::NAN),
+        })
+        .collect();
+    Some(Found {
+        median_ms,
+        p90_ms,
+        p90_without_ms,
+        spans,
+    })
+}
+
+/// Config (canonical order), phase, (rate in mreq/s, input, output).
+type SortKey = ((usize, String), Phase, (u64, u32, u32));
+
+/// Every launch of every cell below saturation (its pooled cell in `cells`) whose TTFT p90 is
+/// set by episodes, in config, phase, cell and launch order.
+pub(crate) fn find(
+    samples: &BTreeMap<CellKey, CellSamples>,
+    cells: &[CellStats],
+) -> Vec<LaunchEpisodes> {
+    let mut out: Vec<(SortKey, LaunchEpisodes)> = Vec::new();
+    for cs in samples.values() {
+        let below = cells
+            .iter()
+            .any(|c| c.launch.is_none() && c.key == cs.key && !c.saturated());
+        if !below {
+            continue;
+        }
+        for l in &cs.launches {
+            let start = l
+                .window
+                .map(|w| w.start_ns)
+                .or_else(|| l.ttft_send_ns.iter().copied().min())
+                .unwrap_or(0);
+            let Some(f) = find_in_launch(&l.ttft_send_ns, &l.ttft_ms, start) else {
+                continue;
+            };
+            let order = (
+                config_order(&cs.key.config),
+                cs.key.phase,
+                (
+                    (cs.shape.rate * 1000.0).round() as u64,
+                    cs.shape.input_len,
+                    cs.shape.output_len,
+                ),
+            );
+            out.push((
+                order,
+                LaunchEpisodes {
+                    config: cs.key.config.clone(),
+                    phase: cs.key.phase,
+                    cell: cs.key.cell.clone(),
+                    launch: l.launch,
+                    run_dir: l.run_dir.clone(),
+                    machine: l.machine.clone(),
+                    measured: l.ttft_ms.len(),
+                    ttft_median_ms: f.median_ms,
+                    ttft_p90_ms: f.p90_ms,
+                    ttft_p90_without_ms: f.p90_without_ms,
+                    spans: f.spans,
+                },
+            ));
+        }
+    }
+    out.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| (a.1.launch, &a.1.run_dir).cmp(&(b.1.launch, &b.1.run_dir)))
+    });
+    out.into_iter().map(|(_, e)| e).collect()
+}
+
+/// One warning naming the launches whose TTFT p90 an episode sets, with the p90 without it.
+pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
+    if found.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = found
+        .iter()
+        .map(|e| {
+            let spans: Vec<String> = e
+                .spans
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{:.1}-{:.1} s, {} of {} requests slow, median {:.0} ms",
+                        s.from_s, s.to_s, s.slow, s.requests, s.ttft_median_ms
+                    )
+                })
+                .collect();
+            format!(
+                "{} l{} Phase {} {}: p90 {:.0} ms, {:.0} ms without {} ({}; launch median {:.0} ms)",
+                e.config,
+                e.launch,
+                e.phase.tag(),
+                e.cell,
+                e.ttft_p90_ms,
+                e.ttft_p90_without_ms,
+                if e.spans.len() == 1 { "it" } else { "them" },
+                spans.join("; "),
+                e.ttft_median_ms
+            )
+        })
+        .collect();
+    Some(format!(
+        "slow episodes set the TTFT p90 of {} launch-cell(s) below saturation (a run of requests in send order with TTFT > {SLOW_FACTOR}x the launch's median, at least {MIN_SLOW}, raising its p90 by >= {:.0}%; see Taxes, \"Slow episodes\"): {}. Taxes pool these launches as measured: a transient of the server, not of the arrivals, and part of what the config does if it recurs (DESIGN.md §4.3 \"Slow episodes\")",
+        found.len(),
+        MIN_P90_SHIFT * 100.0,
+        each.join("; ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sends(n: usize) -> Vec<u64> {
+        // 2 req/s from t = 10 s: request i is sent at 10 + i/2 s.
+        (0..n as u64)
+            .map(|i| 10_000_000_000 + i * 500_000_000)
+            .collect()
+    }
+
+    /// 40 requests at 100 ms with requests 20..=27 at 500 ms. By hand: median 100, slow >
+    /// 200 ms: one run 20..=27 (8 slow). numpy.percentile(v, 90) (linear): h = 39 × 0.9 = 35.1,
+    /// sorted[35] = sorted[36] = 500 → 500; without the run, 32 × 100 → 100.
+    #[test]
+    fn one_stretch_of_slow_requests_sets_the_p90() {
+        let mut v = vec![100.0; 40];
+        v[20..=27].iter_mut().for_each(|x| *x = 500.0);
+        let f = find_in_launch(&sends(40), &v, 10_000_000_000).unwrap();
+        assert_eq!(f.median_ms, 100.0);
+        assert_eq!(f.p90_ms, 500.0);
+        assert_eq!(f.p90_without_ms, 100.0);
+        assert_eq!(
+            f.spans,
+            vec![Span {
+                from_s: 10.0,
+                to_s: 13.5,
+                requests: 8,
+                slow: 8,
+                ttft_median_ms: 500.0
+            }]
+        );
+    }
+
+    /// Slow requests 10, 11 and 14 (two fast ones between 11 and 14: MAX_GAP) make one episode
+    /// of 5 requests with 3 slow; 30 and 34 (three between) are two runs of 1, below MIN_SLOW.
+    /// 40 requests, values 100 except those: by hand the p90 (h = 35.1; sorted, indices 0..=34
+    /// are 100 and 35..=39 are 400) is 400; without requests 10..=14 (35 left: 33 × 100, then
+    /// 2 × 400; h = 34 × 0.9 = 30.6 → 100): +300%, named.
+    #[test]
+    fn a_gap_of_two_joins_runs_and_of_three_does_not() {
+        let mut v = vec![100.0; 40];
+        for i in [10, 11, 14, 30, 34] {
+            v[i] = 400.0;
+        }
+        let f = find_in_launch(&sends(40), &v, 10_000_000_000).unwrap();
+        assert_eq!(f.spans.len(), 1);
+        assert_eq!((f.spans[0].requests, f.spans[0].slow), (5, 3));
+        assert_eq!(f.p90_ms, 400.0);
+        assert_eq!(f.p90_without_ms, 100.0);
+    }
+
+    /// Three slow requests in 100 do not reach the p90 (h = 89.1 falls among the 100-ms ones):
+    /// no shift, nothing named. Fewer than MIN_REQUESTS: not read. Slow for more than half the
+    /// launch: its state, not an episode.
+    #[test]
+    fn what_is_not_an_episode() {
+        let mut v = vec![100.0; 100];
+        v[50..53].iter_mut().for_each(|x| *x = 900.0);
+        assert_eq!(find_in_launch(&sends(100), &v, 0), None);
+        let mut short = vec![100.0; 19];
+        short[5..10].iter_mut().for_each(|x| *x = 900.0);
+        assert_eq!(find_in_launch(&sends(19), &short, 0), None);
+        // 40 requests: 15 at 100, then 25 at 300 (median 300: nothing is slow against it).
+        let mut ramp = vec![100.0; 15];
+        ramp.extend(vec![300.0; 25]);
+        assert_eq!(find_in_launch(&sends(40), &ramp, 0), None);
+        // 40 requests: 18 at 100 and 22 alternating 100/1000 from index 18: median 100, the
+        // alternation is one run of 11 slow spanning 21 requests, 19 left outside < 20.
+        let mut half = vec![100.0; 40];
+        for i in (18..40).step_by(2) {
+            half[i] = 1000.0;
+        }
+        assert_eq!(find_in_launch(&sends(40), &half, 0), None);
+    }
+}
