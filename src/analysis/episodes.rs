@@ -13,8 +13,10 @@
 //! send order in which at most [`MAX_GAP`] other requests separate two slow ones, with at least
 //! [`MIN_SLOW`] slow requests. A launch's episodes are named when its TTFT p90 (linear) is at
 //! least [`MIN_P90_SHIFT`] above the p90 of its requests outside every episode, and those are at
-//! least half of its requests (a launch slow throughout has no episode: it is slow). Cells at or
-//! past saturation are not read: their TTFT climbs with the queue, which is not an episode.
+//! least half of its requests (a launch slow throughout has no episode: it is slow). Phase A
+//! cells found saturated are not read: their TTFT climbs with the queue, which is not an
+//! episode. Phase B and B' cells have no saturation verdict of their own (they run at the
+//! reference rates Phase A found below saturation) and are read.
 
 use std::collections::BTreeMap;
 
@@ -120,7 +122,9 @@ pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) ->
     }
     let p90_ms = quantile(ttft_ms, 0.9)?;
     let p90_without_ms = quantile(&outside, 0.9)?;
-    if p90_ms / p90_without_ms - 1.0 < MIN_P90_SHIFT {
+    // Written so that a p90 of 0 (a NaN or infinite shift) names nothing.
+    let shift = p90_ms / p90_without_ms - 1.0;
+    if !(p90_without_ms > 0.0 && shift >= MIN_P90_SHIFT) {
         return None;
     }
     let secs = |i: usize| send_ns[i].saturating_sub(start_ns) as f64 / 1e9;
@@ -145,8 +149,9 @@ pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) ->
 /// Config (canonical order), phase, (rate in mreq/s, input, output).
 type SortKey = ((usize, String), Phase, (u64, u32, u32));
 
-/// Every launch of every cell below saturation (its pooled cell in `cells`) whose TTFT p90 is
-/// set by episodes, in config, phase, cell and launch order.
+/// Every launch of every cell not found saturated (its pooled cell in `cells`: Phase A's
+/// verdict; Phase B and B' have none) whose TTFT p90 is set by episodes, in config, phase, cell
+/// and launch order.
 pub(crate) fn find(
     samples: &BTreeMap<CellKey, CellSamples>,
     cells: &[CellStats],
@@ -202,6 +207,14 @@ pub(crate) fn find(
     out.into_iter().map(|(_, e)| e).collect()
 }
 
+/// The rule in words, from the constants (the warning and the report's note print it).
+pub fn rule() -> String {
+    format!(
+        "a run of requests in send order whose TTFT exceeds {SLOW_FACTOR}× the launch's own median in the cell, at least {MIN_SLOW} such with at most {MAX_GAP} other requests between two of them, where the launch's TTFT p90 is at least {:.0}% above the p90 of its requests outside every such run and those are at least half of its requests",
+        MIN_P90_SHIFT * 100.0
+    )
+}
+
 /// One warning naming the launches whose TTFT p90 an episode sets, with the p90 without it.
 pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
     if found.is_empty() {
@@ -215,7 +228,7 @@ pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
                 .iter()
                 .map(|s| {
                     format!(
-                        "{:.1}-{:.1} s, {} of {} requests slow, median {:.0} ms",
+                        "{:.1}–{:.1} s, {} of {} requests slow, median {:.0} ms",
                         s.from_s, s.to_s, s.slow, s.requests, s.ttft_median_ms
                     )
                 })
@@ -235,9 +248,9 @@ pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
         })
         .collect();
     Some(format!(
-        "slow episodes set the TTFT p90 of {} launch-cell(s) below saturation (a run of requests in send order with TTFT > {SLOW_FACTOR}x the launch's median, at least {MIN_SLOW}, raising its p90 by >= {:.0}%; see Taxes, \"Slow episodes\"): {}. Taxes pool these launches as measured: a transient of the server, not of the arrivals, and part of what the config does if it recurs (DESIGN.md §4.3 \"Slow episodes\")",
+        "slow episodes set the TTFT p90 of {} launch-cell(s) not found saturated ({}; see Taxes, \"Slow episodes\"): {}. Taxes pool these launches as measured: under fixed-rate arrivals such a stretch is the server's, and part of what the config does if it recurs (DESIGN.md §4.3 \"Slow episodes\")",
         found.len(),
-        MIN_P90_SHIFT * 100.0,
+        rule(),
         each.join("; ")
     ))
 }
@@ -316,5 +329,10 @@ mod tests {
             half[i] = 1000.0;
         }
         assert_eq!(find_in_launch(&sends(40), &half, 0), None);
+        // TTFTs of 0 outside a stretch: the p90 without it is 0 and the shift infinite; nothing
+        // is named rather than an infinite shift printed.
+        let mut zeros = vec![0.0; 40];
+        zeros[10..20].iter_mut().for_each(|x| *x = 5.0);
+        assert_eq!(find_in_launch(&sends(40), &zeros, 0), None);
     }
 }

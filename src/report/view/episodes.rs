@@ -25,6 +25,11 @@ pub(crate) struct EpisodeView {
     pub shift: String,
 }
 
+/// The rule, for the subsection's note ([`crate::analysis::episodes::rule`]).
+pub(super) fn rule() -> String {
+    crate::analysis::episodes::rule()
+}
+
 pub(super) fn rows(r: &AnalysisResult) -> Vec<EpisodeView> {
     r.summary.episodes.iter().map(view).collect()
 }

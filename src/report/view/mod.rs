@@ -69,6 +69,8 @@ pub(crate) struct ReportView {
     pub aa: Vec<taxes::AaView>,
     /// Launches whose TTFT p90 a transient slow stretch of their measured window sets.
     pub episodes: Vec<episodes::EpisodeView>,
+    /// The slow-episode rule in words, from its constants.
+    pub episodes_rule: String,
     /// Which launches ran on which machine, and the machine-effect tests.
     pub machines: machines::MachinesView,
     /// The launch-to-launch noise in one line: pooled over cells, and each cell's own.
@@ -106,6 +108,7 @@ impl ReportView {
             calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
             aa: taxes::aa_rows(r),
             episodes: episodes::rows(r),
+            episodes_rule: episodes::rule(),
             machines: machines::machines(r),
             launch_noise: overview::launch_noise_line(&s.launch_noise),
             accounting: accounting::accounting(r),
