@@ -29,6 +29,8 @@ section() { printf '\n== %s\n' "$1"; }
   section date
   echo "utc:   $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "local: $(date)"
+  # The host's UTC offset (+hhmm): server logs stamp lines in local time (src/ingest/env.rs).
+  echo "offset: $(date +%z)"
   section host
   hostname 2>/dev/null || cat /etc/hostname 2>/dev/null || echo unknown
   # This boot of this machine (a leased GPU machine is a new boot each time): the analysis

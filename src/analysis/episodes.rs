@@ -49,7 +49,16 @@ pub struct Span {
     pub slow: usize,
     /// Median TTFT of the requests it spans (ms).
     pub ttft_median_ms: f64,
+    /// Median throughput (GB/s) of the LMCache stores the server logged from its first send to
+    /// its last send plus its median TTFT, when at least [`MIN_STORES`] were ([`attach_stores`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_gbps: Option<f64>,
+    #[serde(default)]
+    pub stores: usize,
 }
+
+/// A stretch's store throughput is shown when at least this many stores fall in it.
+pub const MIN_STORES: usize = 3;
 
 /// The episodes of one launch in one cell, and what they do to its TTFT p90.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -67,6 +76,13 @@ pub struct LaunchEpisodes {
     /// TTFT p90 of the requests outside every episode.
     pub ttft_p90_without_ms: f64,
     pub spans: Vec<Span>,
+    /// Unix time (ms) of the start of the measured window (the collector's wall clock at the
+    /// cell's start plus the window's offset on its monotonic clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start_unix_ms: Option<f64>,
+    /// Median throughput (GB/s) of every LMCache store of the launch, when its log has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_gbps: Option<f64>,
 }
 
 impl LaunchEpisodes {
@@ -136,6 +152,8 @@ pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) ->
             requests: b - a + 1,
             slow: *k,
             ttft_median_ms: quantile(&ttft_ms[*a..=*b], 0.5).unwrap_or(f64::NAN),
+            store_gbps: None,
+            stores: 0,
         })
         .collect();
     Some(Found {
@@ -173,6 +191,12 @@ pub(crate) fn find(
             let Some(f) = find_in_launch(&l.ttft_send_ns, &l.ttft_ms, start) else {
                 continue;
             };
+            let window_start_unix_ms = match (&l.health, l.window) {
+                (Some(h), Some(w)) => Some(
+                    h.wall_start_unix_ms as f64 + (w.start_ns as f64 - h.t_start_ns as f64) / 1e6,
+                ),
+                _ => None,
+            };
             let order = (
                 config_order(&cs.key.config),
                 cs.key.phase,
@@ -196,6 +220,8 @@ pub(crate) fn find(
                     ttft_p90_ms: f.p90_ms,
                     ttft_p90_without_ms: f.p90_without_ms,
                     spans: f.spans,
+                    window_start_unix_ms,
+                    store_gbps: None,
                 },
             ));
         }
@@ -205,6 +231,64 @@ pub(crate) fn find(
             .then_with(|| (a.1.launch, &a.1.run_dir).cmp(&(b.1.launch, &b.1.run_dir)))
     });
     out.into_iter().map(|(_, e)| e).collect()
+}
+
+/// Puts the server's own evidence next to each stretch: the LMCache stores its log stamped
+/// inside the stretch (from its first send to its last send plus its median TTFT, when the
+/// prefills of its requests ran), against every store of the launch. The log's local times go
+/// on the collector's clock with the host's UTC offset from env.txt
+/// ([`crate::ingest::env::utc_offset_s`]); without an offset, a window start or stores, nothing
+/// is attached.
+pub(crate) fn attach_stores(
+    found: &mut [LaunchEpisodes],
+    engine: &BTreeMap<String, crate::ingest::engine_log::EngineFacts>,
+    environments: &BTreeMap<String, BTreeMap<String, String>>,
+) {
+    for e in found.iter_mut() {
+        let Some(events) = engine
+            .get(&e.run_dir)
+            .map(|f| &f.store_events)
+            .filter(|v| !v.is_empty())
+        else {
+            continue;
+        };
+        let (Some(offset_s), Some(start)) = (
+            environments
+                .get(&e.run_dir)
+                .and_then(crate::ingest::env::utc_offset_s),
+            e.window_start_unix_ms,
+        ) else {
+            continue;
+        };
+        let unix =
+            |ev: &crate::ingest::engine_log::StoreEvent| (ev.local_ms - offset_s * 1000) as f64;
+        let all: Vec<f64> = events.iter().map(|ev| ev.gbps()).collect();
+        e.store_gbps = quantile(&all, 0.5);
+        for s in &mut e.spans {
+            let lo = start + s.from_s * 1000.0;
+            let hi = start + s.to_s * 1000.0 + s.ttft_median_ms;
+            let inside: Vec<f64> = events
+                .iter()
+                .filter(|ev| (lo..=hi).contains(&unix(ev)))
+                .map(|ev| ev.gbps())
+                .collect();
+            s.stores = inside.len();
+            s.store_gbps = (inside.len() >= MIN_STORES)
+                .then(|| quantile(&inside, 0.5))
+                .flatten();
+        }
+    }
+}
+
+/// `, LMCache stores 0.92 GB/s (launch 2.55, 27 stores)` when a stretch has them.
+pub(crate) fn store_words(s: &Span, launch: Option<f64>) -> String {
+    match (s.store_gbps, launch) {
+        (Some(g), Some(l)) => format!(
+            ", LMCache stores {g:.2} GB/s in it ({} stores; launch median {l:.2})",
+            s.stores
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The rule in words, from the constants (the warning and the report's note print it).
@@ -228,8 +312,13 @@ pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
                 .iter()
                 .map(|s| {
                     format!(
-                        "{:.1}–{:.1} s, {} of {} requests slow, median {:.0} ms",
-                        s.from_s, s.to_s, s.slow, s.requests, s.ttft_median_ms
+                        "{:.1}–{:.1} s, {} of {} requests slow, median {:.0} ms{}",
+                        s.from_s,
+                        s.to_s,
+                        s.slow,
+                        s.requests,
+                        s.ttft_median_ms,
+                        store_words(s, e.store_gbps)
                     )
                 })
                 .collect();
@@ -284,7 +373,9 @@ mod tests {
                 to_s: 13.5,
                 requests: 8,
                 slow: 8,
-                ttft_median_ms: 500.0
+                ttft_median_ms: 500.0,
+                store_gbps: None,
+                stores: 0,
             }]
         );
     }
@@ -305,6 +396,84 @@ mod tests {
         assert_eq!((f.spans[0].requests, f.spans[0].slow), (5, 3));
         assert_eq!(f.p90_ms, 400.0);
         assert_eq!(f.p90_without_ms, 100.0);
+    }
+
+    /// The stores logged inside a stretch, on the collector's clock. The window opens at Unix
+    /// 1,000,000 ms; the stretch is sent 10–20 s in with median TTFT 500 ms, so it spans
+    /// 1,010,000–1,020,500 ms. The host is at +01:00 (`date.offset` +0100): a line stamped
+    /// local L is Unix L − 3,600,000. Inside (the last one on the boundary): 1.0, 0.8 and 0.9
+    /// GB/s, median 0.9; outside five of 2.5 (one 1 ms past the end, one before the start, and
+    /// one stamped at the stretch's Unix time without the offset). Launch median of the eight:
+    /// sorted 0.8, 0.9, 1.0, 2.5 × 5, h = 3.5 → 2.5. Without an offset nothing is attached.
+    #[test]
+    fn stores_inside_a_stretch_on_the_collectors_clock() {
+        use crate::ingest::engine_log::{EngineFacts, StoreEvent};
+        let ev = |unix_ms: i64, gbps: f64| StoreEvent {
+            local_ms: unix_ms + 3_600_000,
+            gb: gbps * 0.1,
+            cost_ms: 100.0,
+        };
+        let facts = EngineFacts {
+            store_events: vec![
+                ev(1_005_000, 2.5),
+                ev(1_011_000, 1.0),
+                ev(1_015_000, 0.8),
+                ev(1_020_500, 0.9),
+                ev(1_020_501, 2.5),
+                ev(1_030_000, 2.5),
+                ev(1_040_000, 2.5),
+                StoreEvent {
+                    local_ms: 1_012_000,
+                    gb: 0.25,
+                    cost_ms: 100.0,
+                },
+            ],
+            ..Default::default()
+        };
+        let episode = || LaunchEpisodes {
+            config: "lmcache_only".into(),
+            phase: Phase::A,
+            cell: "r2_i4096_o256".into(),
+            launch: 3,
+            run_dir: "d".into(),
+            machine: "boot x".into(),
+            measured: 96,
+            ttft_median_ms: 300.0,
+            ttft_p90_ms: 2000.0,
+            ttft_p90_without_ms: 350.0,
+            spans: vec![Span {
+                from_s: 10.0,
+                to_s: 20.0,
+                requests: 21,
+                slow: 21,
+                ttft_median_ms: 500.0,
+                store_gbps: None,
+                stores: 0,
+            }],
+            window_start_unix_ms: Some(1_000_000.0),
+            store_gbps: None,
+        };
+        let engine = BTreeMap::from([("d".to_owned(), facts)]);
+        let env = |offset: Option<&str>| {
+            let mut m = BTreeMap::new();
+            if let Some(o) = offset {
+                m.insert("date.offset".to_owned(), o.to_owned());
+            }
+            BTreeMap::from([("d".to_owned(), m)])
+        };
+        let mut found = vec![episode()];
+        attach_stores(&mut found, &engine, &env(Some("+0100")));
+        let s = &found[0].spans[0];
+        assert_eq!(s.stores, 3);
+        assert!((s.store_gbps.unwrap() - 0.9).abs() < 1e-9, "{s:?}");
+        assert!((found[0].store_gbps.unwrap() - 2.5).abs() < 1e-9);
+        assert_eq!(
+            store_words(s, found[0].store_gbps),
+            ", LMCache stores 0.90 GB/s in it (3 stores; launch median 2.50)"
+        );
+        let mut none = vec![episode()];
+        attach_stores(&mut none, &engine, &env(None));
+        assert_eq!(none, vec![episode()]);
     }
 
     /// Three slow requests in 100 do not reach the p90 (h = 89.1 falls among the 100-ms ones):

@@ -234,9 +234,10 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
             c.difference.value.pct_ci()
         )
     }));
-    let episodes = episodes::find(&samples, &cells);
-    warnings.extend(episodes::warning(&episodes));
     let dataset = dataset_info(ds, &cells);
+    let mut episodes = episodes::find(&samples, &cells);
+    episodes::attach_stores(&mut episodes, &dataset.engine, &dataset.environments);
+    warnings.extend(episodes::warning(&episodes));
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs, |cs| {
         cells

@@ -16,7 +16,7 @@
 //! | JIT compiles while serving | `Triton kernel JIT compilation during inference: <kernel>` (cold-start spikes) |
 //! | warnings | every `WARNING` line, grouped by source location, with a count |
 //! | engine died | the exception line after `EngineCore encountered a fatal error.` / `EngineCore failed to start.` (vllm/v1/engine/core.py) |
-//! | KV stored by LMCache | `Stored N out of total M tokens. size: X GB, cost Y ms, …` (LMCache 0.5.6 cache_engine.py:588): the connector moves KV to its own storage even with no consumer |
+//! | KV stored by LMCache | `Stored N out of total M tokens. size: X GB, cost Y ms, …` (LMCache 0.5.6 cache_engine.py:588): the connector moves KV to its own storage even with no consumer; each store's line time (the server's local clock) goes to the report's slow episodes |
 //! | log flood | the source location that wrote the most lines (any level), when ≥ [`LOG_FLOOD_LINES`]: writing them costs the engine's own process time (LMCache 0.5.6 logs `Auto-selected backend [cuda]` ~1 M times in one launch) |
 //!
 //! The logs are read line by line (plain, or `.log.zst` as `ctax archive` leaves a large one),
@@ -65,6 +65,28 @@ pub struct EngineFacts {
     /// The source location that wrote the most lines, when it wrote ≥ [`LOG_FLOOD_LINES`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_flood: Option<LogSource>,
+    /// Each LMCache store with the time its line was logged, for the report's slow episodes
+    /// ([`crate::analysis::episodes`]); not written to summary.json (hundreds per launch).
+    #[serde(skip)]
+    pub store_events: Vec<StoreEvent>,
+}
+
+/// One LMCache store line: when it was logged and what it moved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StoreEvent {
+    /// The line's timestamp as written (`[2026-12-04 21:06:04,148]`, the server's local time),
+    /// in ms since 1970-01-01 00:00 of that clock: subtract the host's UTC offset
+    /// ([`super::env::utc_offset_s`]) for Unix time.
+    pub local_ms: i64,
+    pub gb: f64,
+    pub cost_ms: f64,
+}
+
+impl StoreEvent {
+    /// GB/s of the store.
+    pub fn gbps(&self) -> f64 {
+        self.gb / self.cost_ms * 1000.0
+    }
 }
 
 /// A launch whose single source location wrote this many lines is flagged: at that volume the
@@ -398,6 +420,13 @@ impl Parser {
         // size: 0.3750 GB, cost 308.2058 ms, throughput: …"
         if let Some(st) = store(msg) {
             self.stores.push(st);
+            if let Some(local_ms) = lmcache_time(&line) {
+                self.f.store_events.push(StoreEvent {
+                    local_ms,
+                    gb: st.1,
+                    cost_ms: st.2,
+                });
+            }
         }
         // The source location: vLLM's `[file.py:N]`, or LMCache's trailing `(file.py:N:module)`.
         if let Some(loc) = prefix.map(|(_, l, _)| l).filter(|l| !l.is_empty()) {
@@ -442,6 +471,36 @@ impl Parser {
             });
         self.f
     }
+}
+
+/// The timestamp of an LMCache-format line (`[2026-12-04 21:06:04,148] LMCache INFO: …`) as ms
+/// since 1970-01-01 of the clock that wrote it.
+fn lmcache_time(line: &str) -> Option<i64> {
+    let end = find!(line, "] LMCache ")?;
+    let open = line[..end].rfind('[')?;
+    let t = &line[open + 1..end];
+    let (date, time) = t.split_once(' ')?;
+    let mut d = date.splitn(3, '-').map(|x| x.parse::<i64>().ok());
+    let (y, mo, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, ms) = time.split_once(',').unwrap_or((time, "0"));
+    let mut h = hms.splitn(3, ':').map(|x| x.parse::<i64>().ok());
+    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
+    let ms: i64 = ms.parse().ok()?;
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    Some((((days_from_civil(y, mo, day) * 24 + hh) * 60 + mm) * 60 + ss) * 1000 + ms)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// (tokens stored, GB, cost ms) of an LMCache store line.
@@ -750,6 +809,30 @@ mod tests {
                 .contains("KV stored by LMCache: 4 stores, 1.5 GB")
         );
         assert_eq!(parse("Stored nothing here\n").kv_stores, None);
+        // Each store keeps its line's time: 2026-12-01 00:28:02.750 is 20,788 days after
+        // 1970-01-01 (date -u -d 2026-12-01 +%s = 1796083200), so 1796083200000 + 1682750 ms.
+        let ev = parse(&text).store_events;
+        assert_eq!(ev.len(), 4);
+        assert_eq!(ev[0].local_ms, 1_796_083_200_000 + 28 * 60_000 + 2_750);
+        assert!(
+            (ev[1].gbps() - 0.375 / 0.308_205_8).abs() < 1e-9,
+            "{:?}",
+            ev[1]
+        );
+    }
+
+    /// `days_from_civil` against `date -u -d … +%s` / 86400 at dates around leap days.
+    #[test]
+    fn civil_days() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 2, 29), 11_016);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(2026, 12, 1), 20_788);
+        assert_eq!(
+            lmcache_time("x [2026-13-01 00:00:00,000] LMCache INFO: y"),
+            None
+        );
+        assert_eq!(lmcache_time("no timestamp LMCache INFO: y"), None);
     }
 
     /// A FIFO named like a log is skipped, never waited on (the project's `open_regular`);

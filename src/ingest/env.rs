@@ -60,9 +60,95 @@ pub(crate) fn parse_env_txt(text: &str) -> BTreeMap<String, String> {
     out
 }
 
+/// The host's UTC offset in seconds (local − UTC) when `env.txt` was written: its `date.offset`
+/// (`+0100`, `date +%z`, since stop 36), else the time of day of `date.local` (`date`'s own
+/// format, e.g. `Fri Dec  4 09:02:50 PM UTC 2026` or `Fri Dec  4 21:02:50 UTC 2026`) against
+/// `date.utc` (`2026-12-04T21:02:50Z`), rounded to a quarter hour and taken within −12 h to
+/// +14 h. Server logs stamp their lines in local time; this puts them on the collector's clock.
+pub(crate) fn utc_offset_s(env: &BTreeMap<String, String>) -> Option<i64> {
+    if let Some(z) = env.get("date.offset") {
+        let (sign, digits) = match z.as_bytes().first()? {
+            b'+' => (1, &z[1..]),
+            b'-' => (-1, &z[1..]),
+            _ => return None,
+        };
+        if digits.len() == 4 && digits.bytes().all(|b| b.is_ascii_digit()) {
+            let h: i64 = digits[..2].parse().ok()?;
+            let m: i64 = digits[2..].parse().ok()?;
+            return Some(sign * (h * 3600 + m * 60));
+        }
+        return None;
+    }
+    let tod = |hms: &str| -> Option<i64> {
+        let mut it = hms.splitn(3, ':').map(|x| x.parse::<i64>().ok());
+        let (h, m, s) = (it.next()??, it.next()??, it.next()??);
+        (h < 24 && m < 60 && s <= 60).then_some(h * 3600 + m * 60 + s)
+    };
+    let utc = env.get("date.utc")?;
+    let utc = tod(utc.split_once('T')?.1.trim_end_matches('Z'))?;
+    let local = env.get("date.local")?;
+    let words: Vec<&str> = local.split_whitespace().collect();
+    let i = words.iter().position(|w| w.matches(':').count() == 2)?;
+    let mut t = tod(words[i])?;
+    match words.get(i + 1).map(|w| w.to_ascii_uppercase()).as_deref() {
+        Some("PM") if t < 12 * 3600 => t += 12 * 3600,
+        Some("AM") if t >= 12 * 3600 => t -= 12 * 3600,
+        _ => {}
+    }
+    let mut d = t - utc;
+    if d > 14 * 3600 {
+        d -= 86_400;
+    } else if d <= -12 * 3600 {
+        d += 86_400;
+    }
+    Some((d as f64 / 900.0).round() as i64 * 900)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The offsets by hand: 21:02:50 UTC is 21:02:50 in UTC (0), 22:02:50 in CET (+3600),
+    /// 02:32:51 the next day in IST (+5:30, one second later: rounded), 16:02:50 in EST (−5 h),
+    /// 09:02:50 PM with a 12-hour clock (0); `date +%z` wins when present.
+    #[test]
+    fn utc_offsets() {
+        let env = |local: &str, offset: Option<&str>| {
+            let mut m = BTreeMap::new();
+            m.insert("date.utc".to_owned(), "2026-12-04T21:02:50Z".to_owned());
+            m.insert("date.local".to_owned(), local.to_owned());
+            if let Some(o) = offset {
+                m.insert("date.offset".to_owned(), o.to_owned());
+            }
+            m
+        };
+        assert_eq!(
+            utc_offset_s(&env("Fri Dec  4 21:02:50 UTC 2026", None)),
+            Some(0)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Fri Dec  4 22:02:50 CET 2026", None)),
+            Some(3600)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Sat Dec  5 02:32:51 IST 2026", None)),
+            Some(19_800)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Fri Dec  4 16:02:50 EST 2026", None)),
+            Some(-18_000)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Fri Dec  4 09:02:50 PM UTC 2026", None)),
+            Some(0)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Fri Dec  4 21:02:50 UTC 2026", Some("-0330"))),
+            Some(-12_600)
+        );
+        assert_eq!(utc_offset_s(&env("no time here", None)), None);
+        assert_eq!(utc_offset_s(&BTreeMap::new()), None);
+    }
 
     #[test]
     fn parses_keys_and_packages() {

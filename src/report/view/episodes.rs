@@ -52,8 +52,13 @@ fn view(e: &LaunchEpisodes) -> EpisodeView {
         .iter()
         .map(|s| {
             format!(
-                "{:.1}–{:.1} s: {} of {} slow, median {:.0} ms",
-                s.from_s, s.to_s, s.slow, s.requests, s.ttft_median_ms
+                "{:.1}–{:.1} s: {} of {} slow, median {:.0} ms{}",
+                s.from_s,
+                s.to_s,
+                s.slow,
+                s.requests,
+                s.ttft_median_ms,
+                crate::analysis::episodes::store_words(s, e.store_gbps)
             )
         })
         .collect();
