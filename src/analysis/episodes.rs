@@ -53,8 +53,10 @@ pub struct Span {
     /// its last send plus its median TTFT, when at least [`MIN_STORES`] were ([`attach_stores`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_gbps: Option<f64>,
-    #[serde(default)]
-    pub stores: usize,
+    /// Stores counted in it; `None` when the launch's stores could not be placed on the
+    /// collector's clock (no store lines, no UTC offset, no window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stores: Option<usize>,
 }
 
 /// A stretch's store throughput is shown when at least this many stores fall in it.
@@ -80,9 +82,16 @@ pub struct LaunchEpisodes {
     /// cell's start plus the window's offset on its monotonic clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_start_unix_ms: Option<f64>,
-    /// Median throughput (GB/s) of every LMCache store of the launch, when its log has them.
+    /// Length of the measured window (s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_s: Option<f64>,
+    /// Median throughput (GB/s) of the LMCache stores logged in the rest of the cell's window
+    /// (from its start to its end plus the launch's median TTFT, outside every stretch), when
+    /// at least [`MIN_STORES`] were, and their count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stores: Option<usize>,
 }
 
 impl LaunchEpisodes {
@@ -153,7 +162,7 @@ pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) ->
             slow: *k,
             ttft_median_ms: quantile(&ttft_ms[*a..=*b], 0.5).unwrap_or(f64::NAN),
             store_gbps: None,
-            stores: 0,
+            stores: None,
         })
         .collect();
     Some(Found {
@@ -192,7 +201,8 @@ pub(crate) fn find(
                 continue;
             };
             let window_start_unix_ms = match (&l.health, l.window) {
-                (Some(h), Some(w)) => Some(
+                // A zero wall-clock anchor (never recorded) places nothing.
+                (Some(h), Some(w)) if h.wall_start_unix_ms > 0 => Some(
                     h.wall_start_unix_ms as f64 + (w.start_ns as f64 - h.t_start_ns as f64) / 1e6,
                 ),
                 _ => None,
@@ -221,7 +231,9 @@ pub(crate) fn find(
                     ttft_p90_without_ms: f.p90_without_ms,
                     spans: f.spans,
                     window_start_unix_ms,
+                    window_s: l.window.map(|w| w.seconds()),
                     store_gbps: None,
+                    stores: None,
                 },
             ));
         }
@@ -235,7 +247,8 @@ pub(crate) fn find(
 
 /// Puts the server's own evidence next to each stretch: the LMCache stores its log stamped
 /// inside the stretch (from its first send to its last send plus its median TTFT, when the
-/// prefills of its requests ran), against every store of the launch. The log's local times go
+/// prefills of its requests ran), against those in the rest of the same cell's window (the
+/// same rate and shape). The log's local times go
 /// on the collector's clock with the host's UTC offset from env.txt
 /// ([`crate::ingest::env::utc_offset_s`]); without an offset, a window start or stores, nothing
 /// is attached.
@@ -252,40 +265,52 @@ pub(crate) fn attach_stores(
         else {
             continue;
         };
-        let (Some(offset_s), Some(start)) = (
+        let (Some(offset_s), Some(start), Some(window_s)) = (
             environments
                 .get(&e.run_dir)
                 .and_then(crate::ingest::env::utc_offset_s),
             e.window_start_unix_ms,
+            e.window_s,
         ) else {
             continue;
         };
         let unix =
             |ev: &crate::ingest::engine_log::StoreEvent| (ev.local_ms - offset_s * 1000) as f64;
-        let all: Vec<f64> = events.iter().map(|ev| ev.gbps()).collect();
-        e.store_gbps = quantile(&all, 0.5);
-        for s in &mut e.spans {
-            let lo = start + s.from_s * 1000.0;
-            let hi = start + s.to_s * 1000.0 + s.ttft_median_ms;
+        let spans: Vec<std::ops::RangeInclusive<f64>> = e
+            .spans
+            .iter()
+            .map(|s| start + s.from_s * 1000.0..=start + s.to_s * 1000.0 + s.ttft_median_ms)
+            .collect();
+        let median = |v: &[f64]| (v.len() >= MIN_STORES).then(|| quantile(v, 0.5)).flatten();
+        for (s, r) in e.spans.iter_mut().zip(&spans) {
             let inside: Vec<f64> = events
                 .iter()
-                .filter(|ev| (lo..=hi).contains(&unix(ev)))
+                .filter(|ev| r.contains(&unix(ev)))
                 .map(|ev| ev.gbps())
                 .collect();
-            s.stores = inside.len();
-            s.store_gbps = (inside.len() >= MIN_STORES)
-                .then(|| quantile(&inside, 0.5))
-                .flatten();
+            s.stores = Some(inside.len());
+            s.store_gbps = median(&inside);
         }
+        let window = start..=start + window_s * 1000.0 + e.ttft_median_ms;
+        let rest: Vec<f64> = events
+            .iter()
+            .filter(|ev| {
+                let t = unix(ev);
+                window.contains(&t) && !spans.iter().any(|r| r.contains(&t))
+            })
+            .map(|ev| ev.gbps())
+            .collect();
+        e.stores = Some(rest.len());
+        e.store_gbps = median(&rest);
     }
 }
 
-/// `, LMCache stores 0.92 GB/s (launch 2.55, 27 stores)` when a stretch has them.
-pub(crate) fn store_words(s: &Span, launch: Option<f64>) -> String {
-    match (s.store_gbps, launch) {
-        (Some(g), Some(l)) => format!(
-            ", LMCache stores {g:.2} GB/s in it ({} stores; launch median {l:.2})",
-            s.stores
+/// `, LMCache stores 0.92 GB/s in it (37 stores; 2.57 in the rest of the window, 66 stores)`
+/// when a stretch and the rest of its window have enough stores to compare.
+pub(crate) fn store_words(s: &Span, e: &LaunchEpisodes) -> String {
+    match (s.store_gbps, s.stores, e.store_gbps, e.stores) {
+        (Some(g), Some(n), Some(o), Some(m)) => format!(
+            ", LMCache stores {g:.2} GB/s in it ({n} stores; {o:.2} in the rest of the window, {m} stores)"
         ),
         _ => String::new(),
     }
@@ -318,7 +343,7 @@ pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
                         s.slow,
                         s.requests,
                         s.ttft_median_ms,
-                        store_words(s, e.store_gbps)
+                        store_words(s, e)
                     )
                 })
                 .collect();
@@ -375,7 +400,7 @@ mod tests {
                 slow: 8,
                 ttft_median_ms: 500.0,
                 store_gbps: None,
-                stores: 0,
+                stores: None,
             }]
         );
     }
@@ -399,12 +424,14 @@ mod tests {
     }
 
     /// The stores logged inside a stretch, on the collector's clock. The window opens at Unix
-    /// 1,000,000 ms; the stretch is sent 10–20 s in with median TTFT 500 ms, so it spans
+    /// 1,000,000 ms and lasts 40 s, the launch's median TTFT is 300 ms (so stores count up to
+    /// 1,040,300); the stretch is sent 10–20 s in with median TTFT 500 ms, so it spans
     /// 1,010,000–1,020,500 ms. The host is at +01:00 (`date.offset` +0100): a line stamped
     /// local L is Unix L − 3,600,000. Inside (the last one on the boundary): 1.0, 0.8 and 0.9
-    /// GB/s, median 0.9; outside five of 2.5 (one 1 ms past the end, one before the start, and
-    /// one stamped at the stretch's Unix time without the offset). Launch median of the eight:
-    /// sorted 0.8, 0.9, 1.0, 2.5 × 5, h = 3.5 → 2.5. Without an offset nothing is attached.
+    /// GB/s, median 0.9. The rest of the window: 2.0 (before the stretch), 2.4 (1 ms past it),
+    /// 2.6 and 3.0 (at 1,040,000): median (2.4 + 2.6) / 2 = 2.5; not counted: 5.0 at 1,041,000
+    /// (past the window) and one stamped at the stretch's Unix time without the offset (an
+    /// hour early). Without an offset nothing is attached.
     #[test]
     fn stores_inside_a_stretch_on_the_collectors_clock() {
         use crate::ingest::engine_log::{EngineFacts, StoreEvent};
@@ -415,13 +442,14 @@ mod tests {
         };
         let facts = EngineFacts {
             store_events: vec![
-                ev(1_005_000, 2.5),
+                ev(1_005_000, 2.0),
                 ev(1_011_000, 1.0),
                 ev(1_015_000, 0.8),
                 ev(1_020_500, 0.9),
-                ev(1_020_501, 2.5),
-                ev(1_030_000, 2.5),
-                ev(1_040_000, 2.5),
+                ev(1_020_501, 2.4),
+                ev(1_030_000, 2.6),
+                ev(1_040_000, 3.0),
+                ev(1_041_000, 5.0),
                 StoreEvent {
                     local_ms: 1_012_000,
                     gb: 0.25,
@@ -448,10 +476,12 @@ mod tests {
                 slow: 21,
                 ttft_median_ms: 500.0,
                 store_gbps: None,
-                stores: 0,
+                stores: None,
             }],
             window_start_unix_ms: Some(1_000_000.0),
+            window_s: Some(40.0),
             store_gbps: None,
+            stores: None,
         };
         let engine = BTreeMap::from([("d".to_owned(), facts)]);
         let env = |offset: Option<&str>| {
@@ -464,12 +494,13 @@ mod tests {
         let mut found = vec![episode()];
         attach_stores(&mut found, &engine, &env(Some("+0100")));
         let s = &found[0].spans[0];
-        assert_eq!(s.stores, 3);
+        assert_eq!(s.stores, Some(3));
         assert!((s.store_gbps.unwrap() - 0.9).abs() < 1e-9, "{s:?}");
+        assert_eq!(found[0].stores, Some(4));
         assert!((found[0].store_gbps.unwrap() - 2.5).abs() < 1e-9);
         assert_eq!(
-            store_words(s, found[0].store_gbps),
-            ", LMCache stores 0.90 GB/s in it (3 stores; launch median 2.50)"
+            store_words(s, &found[0]),
+            ", LMCache stores 0.90 GB/s in it (3 stores; 2.50 in the rest of the window, 4 stores)"
         );
         let mut none = vec![episode()];
         attach_stores(&mut none, &engine, &env(None));

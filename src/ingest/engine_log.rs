@@ -482,7 +482,11 @@ fn lmcache_time(line: &str) -> Option<i64> {
     let (date, time) = t.split_once(' ')?;
     let mut d = date.splitn(3, '-').map(|x| x.parse::<i64>().ok());
     let (y, mo, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, ms) = time.split_once(',').unwrap_or((time, "0"));
+    // Python's logging writes the milliseconds as `,%03d`.
+    let (hms, ms) = time.split_once(',')?;
+    if ms.len() != 3 || !ms.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     let mut h = hms.splitn(3, ':').map(|x| x.parse::<i64>().ok());
     let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
     let ms: i64 = ms.parse().ok()?;
@@ -833,6 +837,15 @@ mod tests {
             None
         );
         assert_eq!(lmcache_time("no timestamp LMCache INFO: y"), None);
+        assert_eq!(
+            lmcache_time("[2026-12-01 00:00:00,5] LMCache INFO: y"),
+            None
+        );
+        assert_eq!(lmcache_time("[2026-12-01 00:00:00] LMCache INFO: y"), None);
+        assert_eq!(
+            lmcache_time("[1970-01-02 00:00:01,005] LMCache INFO: y"),
+            Some(86_401_005)
+        );
     }
 
     /// A FIFO named like a log is skipped, never waited on (the project's `open_regular`);

@@ -63,21 +63,12 @@ pub(crate) fn parse_env_txt(text: &str) -> BTreeMap<String, String> {
 /// The host's UTC offset in seconds (local − UTC) when `env.txt` was written: its `date.offset`
 /// (`+0100`, `date +%z`, since stop 36), else the time of day of `date.local` (`date`'s own
 /// format, e.g. `Fri Dec  4 09:02:50 PM UTC 2026` or `Fri Dec  4 21:02:50 UTC 2026`) against
-/// `date.utc` (`2026-12-04T21:02:50Z`), rounded to a quarter hour and taken within −12 h to
-/// +14 h. Server logs stamp their lines in local time; this puts them on the collector's clock.
+/// `date.utc` (`2026-12-04T21:02:50Z`) and the day of the month before it against UTC's,
+/// rounded to a quarter hour, within −12 h to +14 h (without a day of the month: the time of
+/// day alone, wrapped into that range). Server logs stamp their lines in local time; this puts them on the collector's clock.
 pub(crate) fn utc_offset_s(env: &BTreeMap<String, String>) -> Option<i64> {
-    if let Some(z) = env.get("date.offset") {
-        let (sign, digits) = match z.as_bytes().first()? {
-            b'+' => (1, &z[1..]),
-            b'-' => (-1, &z[1..]),
-            _ => return None,
-        };
-        if digits.len() == 4 && digits.bytes().all(|b| b.is_ascii_digit()) {
-            let h: i64 = digits[..2].parse().ok()?;
-            let m: i64 = digits[2..].parse().ok()?;
-            return Some(sign * (h * 3600 + m * 60));
-        }
-        return None;
+    if let Some(z) = env.get("date.offset").and_then(|z| numeric_offset(z)) {
+        return Some(z);
     }
     let tod = |hms: &str| -> Option<i64> {
         let mut it = hms.splitn(3, ':').map(|x| x.parse::<i64>().ok());
@@ -95,13 +86,47 @@ pub(crate) fn utc_offset_s(env: &BTreeMap<String, String>) -> Option<i64> {
         Some("AM") if t >= 12 * 3600 => t -= 12 * 3600,
         _ => {}
     }
-    let mut d = t - utc;
-    if d > 14 * 3600 {
-        d -= 86_400;
-    } else if d <= -12 * 3600 {
-        d += 86_400;
+    // The day: `date`'s day of the month (the word before the time) against UTC's, one day
+    // apart at most (a month's end wraps); a time of day alone cannot tell UTC+14 from UTC−10.
+    let utc_day: Option<i64> = env
+        .get("date.utc")
+        .and_then(|u| u.get(8..10))
+        .and_then(|d| d.parse().ok());
+    let local_day: Option<i64> = i
+        .checked_sub(1)
+        .and_then(|k| words[k].trim_end_matches('.').parse().ok());
+    let days = match (local_day, utc_day) {
+        (Some(l), Some(u)) if l == u => Some(0),
+        (Some(l), Some(u)) if l == u + 1 || (l == 1 && u >= 28) => Some(1),
+        (Some(l), Some(u)) if l + 1 == u || (u == 1 && l >= 28) => Some(-1),
+        _ => None,
+    };
+    // Rounded first, then wrapped: `date -u` runs a moment before `date`, so a time of day a
+    // second late must not tip a wrap.
+    let mut d = ((t - utc) as f64 / 900.0).round() as i64 * 900;
+    match days {
+        Some(k) => d += k * 86_400,
+        None if d > 14 * 3600 => d -= 86_400,
+        None if d <= -12 * 3600 => d += 86_400,
+        None => {}
     }
-    Some((d as f64 / 900.0).round() as i64 * 900)
+    (-12 * 3600..=14 * 3600).contains(&d).then_some(d)
+}
+
+/// `+hhmm` / `-hhmm` (`date +%z`) in seconds.
+fn numeric_offset(z: &str) -> Option<i64> {
+    let sign = match z.as_bytes().first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let digits = &z[1..];
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let h: i64 = digits[..2].parse().ok()?;
+    let m: i64 = digits[2..].parse().ok()?;
+    Some(sign * (h * 3600 + m * 60))
 }
 
 #[cfg(test)]
@@ -110,7 +135,10 @@ mod tests {
 
     /// The offsets by hand: 21:02:50 UTC is 21:02:50 in UTC (0), 22:02:50 in CET (+3600),
     /// 02:32:51 the next day in IST (+5:30, one second later: rounded), 16:02:50 in EST (−5 h),
-    /// 09:02:50 PM with a 12-hour clock (0); `date +%z` wins when present.
+    /// 09:02:50 PM with a 12-hour clock (0), 09:02:51 the next day at UTC+12 and 11:02:51 at
+    /// UTC+14 (one second after `date -u`: +12 h and +14 h, not −12 h and −10 h), 11:02:51 the
+    /// same day at UTC−10 (the day of the month tells it from UTC+14); `date +%z` wins when
+    /// present and well-formed, else the times decide.
     #[test]
     fn utc_offsets() {
         let env = |local: &str, offset: Option<&str>| {
@@ -145,6 +173,42 @@ mod tests {
         assert_eq!(
             utc_offset_s(&env("Fri Dec  4 21:02:50 UTC 2026", Some("-0330"))),
             Some(-12_600)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Sat Dec  5 09:02:51 NZST 2026", None)),
+            Some(43_200)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Sat Dec  5 11:02:51 LINT 2026", None)),
+            Some(50_400)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Fri Dec  4 22:02:50 CET 2026", Some("CET"))),
+            Some(3600)
+        );
+        assert_eq!(
+            utc_offset_s(&env("Fri Dec  4 11:02:51 HST 2026", None)),
+            Some(-36_000)
+        );
+        // A locale whose word before the time is not the day: the time of day alone.
+        assert_eq!(
+            utc_offset_s(&env("Fr 4. Dez 22:02:50 CET 2026", None)),
+            Some(3600)
+        );
+        // Month ends: local Dec 1 against UTC Nov 30 is the next day, and the other way round.
+        let at = |utc: &str, local: &str| {
+            BTreeMap::from([
+                ("date.utc".to_owned(), utc.to_owned()),
+                ("date.local".to_owned(), local.to_owned()),
+            ])
+        };
+        assert_eq!(
+            utc_offset_s(&at("2026-11-30T23:30:00Z", "Tue Dec  1 00:30:00 CET 2026")),
+            Some(3600)
+        );
+        assert_eq!(
+            utc_offset_s(&at("2026-12-01T00:30:00Z", "Mon Nov 30 19:30:00 EST 2026")),
+            Some(-18_000)
         );
         assert_eq!(utc_offset_s(&env("no time here", None)), None);
         assert_eq!(utc_offset_s(&BTreeMap::new()), None);

@@ -58,7 +58,7 @@ fn view(e: &LaunchEpisodes) -> EpisodeView {
                 s.slow,
                 s.requests,
                 s.ttft_median_ms,
-                crate::analysis::episodes::store_words(s, e.store_gbps)
+                crate::analysis::episodes::store_words(s, e)
             )
         })
         .collect();
