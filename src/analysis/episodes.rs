@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
-use super::model::{CellKey, CellStats, config_order};
+use super::model::{CellKey, CellStats};
 use super::samples::CellSamples;
 use crate::stats::quantile;
 
@@ -173,9 +173,6 @@ pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) ->
     })
 }
 
-/// Config (canonical order), phase, (rate in mreq/s, input, output).
-type SortKey = ((usize, String), Phase, (u64, u32, u32));
-
 /// Every launch of every cell not found saturated (its pooled cell in `cells`: Phase A's
 /// verdict; Phase B and B' have none) whose TTFT p90 is set by episodes, in config, phase, cell
 /// and launch order.
@@ -183,8 +180,11 @@ pub(crate) fn find(
     samples: &BTreeMap<CellKey, CellSamples>,
     cells: &[CellStats],
 ) -> Vec<LaunchEpisodes> {
-    let mut out: Vec<(SortKey, LaunchEpisodes)> = Vec::new();
-    for cs in samples.values() {
+    // Cells in the tables' order; each cell's launches are already in launch order.
+    let mut ordered: Vec<&CellSamples> = samples.values().collect();
+    ordered.sort_by(|a, b| super::cell_order(a, b));
+    let mut out: Vec<LaunchEpisodes> = Vec::new();
+    for cs in ordered {
         let below = cells
             .iter()
             .any(|c| c.launch.is_none() && c.key == cs.key && !c.saturated());
@@ -207,42 +207,26 @@ pub(crate) fn find(
                 ),
                 _ => None,
             };
-            let order = (
-                config_order(&cs.key.config),
-                cs.key.phase,
-                (
-                    (cs.shape.rate * 1000.0).round() as u64,
-                    cs.shape.input_len,
-                    cs.shape.output_len,
-                ),
-            );
-            out.push((
-                order,
-                LaunchEpisodes {
-                    config: cs.key.config.clone(),
-                    phase: cs.key.phase,
-                    cell: cs.key.cell.clone(),
-                    launch: l.launch,
-                    run_dir: l.run_dir.clone(),
-                    machine: l.machine.clone(),
-                    measured: l.ttft_ms.len(),
-                    ttft_median_ms: f.median_ms,
-                    ttft_p90_ms: f.p90_ms,
-                    ttft_p90_without_ms: f.p90_without_ms,
-                    spans: f.spans,
-                    window_start_unix_ms,
-                    window_s: l.window.map(|w| w.seconds()),
-                    store_gbps: None,
-                    stores: None,
-                },
-            ));
+            out.push(LaunchEpisodes {
+                config: cs.key.config.clone(),
+                phase: cs.key.phase,
+                cell: cs.key.cell.clone(),
+                launch: l.launch,
+                run_dir: l.run_dir.clone(),
+                machine: l.machine.clone(),
+                measured: l.ttft_ms.len(),
+                ttft_median_ms: f.median_ms,
+                ttft_p90_ms: f.p90_ms,
+                ttft_p90_without_ms: f.p90_without_ms,
+                spans: f.spans,
+                window_start_unix_ms,
+                window_s: l.window.map(|w| w.seconds()),
+                store_gbps: None,
+                stores: None,
+            });
         }
     }
-    out.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| (a.1.launch, &a.1.run_dir).cmp(&(b.1.launch, &b.1.run_dir)))
-    });
-    out.into_iter().map(|(_, e)| e).collect()
+    out
 }
 
 /// Puts the server's own evidence next to each stretch: the LMCache stores its log stamped
@@ -305,14 +289,27 @@ pub(crate) fn attach_stores(
     }
 }
 
-/// `, LMCache stores 0.92 GB/s in it (37 stores; 2.57 in the rest of the window, 66 stores)`
-/// when a stretch and the rest of its window have enough stores to compare.
-pub(crate) fn store_words(s: &Span, e: &LaunchEpisodes) -> String {
-    match (s.store_gbps, s.stores, e.store_gbps, e.stores) {
-        (Some(g), Some(n), Some(o), Some(m)) => format!(
-            ", LMCache stores {g:.2} GB/s in it ({n} stores; {o:.2} in the rest of the window, {m} stores)"
-        ),
-        _ => String::new(),
+impl LaunchEpisodes {
+    /// Its stretches, as the warning and the report's table print them:
+    /// `19.0–32.0 s: 27 of 27 slow, median 2022 ms, LMCache stores 0.92 GB/s in it (37 stores;
+    /// 2.57 in the rest of the window, 66 stores)`, `; `-separated.
+    pub(crate) fn spans_words(&self) -> String {
+        self.spans
+            .iter()
+            .map(|s| {
+                let stores = match (s.store_gbps, s.stores, self.store_gbps, self.stores) {
+                    (Some(g), Some(n), Some(o), Some(m)) => format!(
+                        ", LMCache stores {g:.2} GB/s in it ({n} stores; {o:.2} in the rest of the window, {m} stores)"
+                    ),
+                    _ => String::new(),
+                };
+                format!(
+                    "{:.1}–{:.1} s: {} of {} slow, median {:.0} ms{stores}",
+                    s.from_s, s.to_s, s.slow, s.requests, s.ttft_median_ms
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -332,21 +329,6 @@ pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
     let each: Vec<String> = found
         .iter()
         .map(|e| {
-            let spans: Vec<String> = e
-                .spans
-                .iter()
-                .map(|s| {
-                    format!(
-                        "{:.1}–{:.1} s, {} of {} requests slow, median {:.0} ms{}",
-                        s.from_s,
-                        s.to_s,
-                        s.slow,
-                        s.requests,
-                        s.ttft_median_ms,
-                        store_words(s, e)
-                    )
-                })
-                .collect();
             format!(
                 "{} l{} Phase {} {}: p90 {:.0} ms, {:.0} ms without {} ({}; launch median {:.0} ms)",
                 e.config,
@@ -356,7 +338,7 @@ pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
                 e.ttft_p90_ms,
                 e.ttft_p90_without_ms,
                 if e.spans.len() == 1 { "it" } else { "them" },
-                spans.join("; "),
+                e.spans_words(),
                 e.ttft_median_ms
             )
         })
@@ -499,8 +481,8 @@ mod tests {
         assert_eq!(found[0].stores, Some(4));
         assert!((found[0].store_gbps.unwrap() - 2.5).abs() < 1e-9);
         assert_eq!(
-            store_words(s, &found[0]),
-            ", LMCache stores 0.90 GB/s in it (3 stores; 2.50 in the rest of the window, 4 stores)"
+            found[0].spans_words(),
+            "10.0–20.0 s: 21 of 21 slow, median 500 ms, LMCache stores 0.90 GB/s in it (3 stores; 2.50 in the rest of the window, 4 stores)"
         );
         let mut none = vec![episode()];
         attach_stores(&mut none, &engine, &env(None));

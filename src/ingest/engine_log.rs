@@ -487,13 +487,12 @@ fn lmcache_time(line: &str) -> Option<i64> {
     if ms.len() != 3 || !ms.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let mut h = hms.splitn(3, ':').map(|x| x.parse::<i64>().ok());
-    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
+    let secs = super::env::seconds_of_day(hms)?;
     let ms: i64 = ms.parse().ok()?;
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) {
         return None;
     }
-    Some((((days_from_civil(y, mo, day) * 24 + hh) * 60 + mm) * 60 + ss) * 1000 + ms)
+    Some((days_from_civil(y, mo, day) * 86_400 + secs) * 1000 + ms)
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).

@@ -70,17 +70,12 @@ pub(crate) fn utc_offset_s(env: &BTreeMap<String, String>) -> Option<i64> {
     if let Some(z) = env.get("date.offset").and_then(|z| numeric_offset(z)) {
         return Some(z);
     }
-    let tod = |hms: &str| -> Option<i64> {
-        let mut it = hms.splitn(3, ':').map(|x| x.parse::<i64>().ok());
-        let (h, m, s) = (it.next()??, it.next()??, it.next()??);
-        (h < 24 && m < 60 && s <= 60).then_some(h * 3600 + m * 60 + s)
-    };
-    let utc = env.get("date.utc")?;
-    let utc = tod(utc.split_once('T')?.1.trim_end_matches('Z'))?;
+    let utc_stamp = env.get("date.utc")?;
+    let utc = seconds_of_day(utc_stamp.split_once('T')?.1.trim_end_matches('Z'))?;
     let local = env.get("date.local")?;
     let words: Vec<&str> = local.split_whitespace().collect();
     let i = words.iter().position(|w| w.matches(':').count() == 2)?;
-    let mut t = tod(words[i])?;
+    let mut t = seconds_of_day(words[i])?;
     match words.get(i + 1).map(|w| w.to_ascii_uppercase()).as_deref() {
         Some("PM") if t < 12 * 3600 => t += 12 * 3600,
         Some("AM") if t >= 12 * 3600 => t -= 12 * 3600,
@@ -88,10 +83,7 @@ pub(crate) fn utc_offset_s(env: &BTreeMap<String, String>) -> Option<i64> {
     }
     // The day: `date`'s day of the month (the word before the time) against UTC's, one day
     // apart at most (a month's end wraps); a time of day alone cannot tell UTC+14 from UTC−10.
-    let utc_day: Option<i64> = env
-        .get("date.utc")
-        .and_then(|u| u.get(8..10))
-        .and_then(|d| d.parse().ok());
+    let utc_day: Option<i64> = utc_stamp.get(8..10).and_then(|d| d.parse().ok());
     let local_day: Option<i64> = i
         .checked_sub(1)
         .and_then(|k| words[k].trim_end_matches('.').parse().ok());
@@ -111,6 +103,14 @@ pub(crate) fn utc_offset_s(env: &BTreeMap<String, String>) -> Option<i64> {
         None => {}
     }
     (-12 * 3600..=14 * 3600).contains(&d).then_some(d)
+}
+
+/// `HH:MM:SS` → seconds since midnight (a leap second's `:60` allowed).
+pub(crate) fn seconds_of_day(hms: &str) -> Option<i64> {
+    let mut it = hms.splitn(3, ':').map(|x| x.parse::<i64>().ok());
+    let (h, m, s) = (it.next()??, it.next()??, it.next()??);
+    ((0..24).contains(&h) && (0..60).contains(&m) && (0..=60).contains(&s))
+        .then_some(h * 3600 + m * 60 + s)
 }
 
 /// `+hhmm` / `-hhmm` (`date +%z`) in seconds.

@@ -4,7 +4,6 @@
 
 use crate::analysis::episodes::LaunchEpisodes;
 use crate::analysis::model::AnalysisResult;
-use crate::report::fmt;
 
 /// One launch-cell as displayed.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,50 +24,18 @@ pub(crate) struct EpisodeView {
     pub shift: String,
 }
 
-/// The rule, for the subsection's note ([`crate::analysis::episodes::rule`]).
-pub(super) fn rule() -> String {
-    crate::analysis::episodes::rule()
-}
-
 pub(super) fn rows(r: &AnalysisResult) -> Vec<EpisodeView> {
-    r.summary.episodes.iter().map(view).collect()
+    r.summary.episodes.iter().map(|e| view(r, e)).collect()
 }
 
-fn view(e: &LaunchEpisodes) -> EpisodeView {
-    let cell = ctax_schema::Cell::parse(&e.cell).map_or_else(
-        || e.cell.clone(),
-        |s| {
-            format!(
-                "{} {} req/s, {}/{}",
-                super::phase_name(e.phase),
-                fmt::rate(s.rate),
-                s.input_len,
-                s.output_len
-            )
-        },
-    );
-    let spans: Vec<String> = e
-        .spans
-        .iter()
-        .map(|s| {
-            format!(
-                "{:.1}–{:.1} s: {} of {} slow, median {:.0} ms{}",
-                s.from_s,
-                s.to_s,
-                s.slow,
-                s.requests,
-                s.ttft_median_ms,
-                crate::analysis::episodes::store_words(s, e)
-            )
-        })
-        .collect();
+fn view(r: &AnalysisResult, e: &LaunchEpisodes) -> EpisodeView {
     EpisodeView {
         config: e.config.clone(),
-        cell,
+        cell: super::machines::cell_label(r, e.phase, &e.cell),
         launch: format!("l{} ({})", e.launch, e.run_dir),
         machine: e.machine.clone(),
         measured: e.measured,
-        spans: spans.join("; "),
+        spans: e.spans_words(),
         median: format!("{:.0} ms", e.ttft_median_ms),
         p90: format!("{:.0} ms", e.ttft_p90_ms),
         p90_without: format!("{:.0} ms", e.ttft_p90_without_ms),

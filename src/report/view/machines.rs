@@ -129,7 +129,7 @@ pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
 }
 
 /// `A 2 req/s, 4096/256` (the cell's name where its shape is unknown).
-fn cell_label(r: &AnalysisResult, phase: ctax_schema::Phase, cell: &str) -> String {
+pub(super) fn cell_label(r: &AnalysisResult, phase: ctax_schema::Phase, cell: &str) -> String {
     r.summary
         .cells
         .iter()

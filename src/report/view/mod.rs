@@ -108,7 +108,7 @@ impl ReportView {
             calibration: s.calibration.iter().map(taxes::calibration_view).collect(),
             aa: taxes::aa_rows(r),
             episodes: episodes::rows(r),
-            episodes_rule: episodes::rule(),
+            episodes_rule: crate::analysis::episodes::rule(),
             machines: machines::machines(r),
             launch_noise: overview::launch_noise_line(&s.launch_noise),
             accounting: accounting::accounting(r),
