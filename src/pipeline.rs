@@ -8,6 +8,9 @@
 //!                                                               figures/, data/*.json
 //! ```
 //!
+//! When slow episodes name launch-cells, the analysis and H1–H6 run once more without them
+//! ([`crate::verdicts::sensitivity`]); the reported verdicts are the first pass's.
+//!
 //! `ctax analyze`, `ctax report` and `ctax run` stage 4 differ only in the [`Outputs`] they ask
 //! for, so they cannot drift apart. A later stage adds a field to [`crate::analysis::Analysis`]
 //! or a module beside the verdicts; nothing here changes shape.
@@ -44,8 +47,13 @@ pub struct Evaluated {
 /// Analysis and verdicts of a loaded dataset, in memory.
 pub fn evaluate(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(AnalysisResult, Verdicts)> {
     let analysis = analysis::analyze(ds, opts)?;
-    let verdicts = verdicts::evaluate(&analysis, ds);
-    Ok((analysis.result, verdicts))
+    let mut verdicts = verdicts::evaluate(&analysis, ds);
+    // The first pass's samples go before the second pass extracts its own.
+    let result = analysis.into_result();
+    verdicts.without_episodes =
+        verdicts::sensitivity::without_episodes(ds, opts, &result.summary.episodes)
+            .context("the analysis without the launch-cells slow episodes name")?;
+    Ok((result, verdicts))
 }
 
 /// Loads `root`, analyses it, evaluates the verdicts and writes the requested outputs.

@@ -34,9 +34,10 @@ pub(crate) mod saturation;
 pub mod taxes;
 pub(crate) mod words;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION};
+use serde::{Deserialize, Serialize};
 
 use crate::ingest::Dataset;
 use crate::stats::BootstrapConfig;
@@ -67,6 +68,11 @@ pub(crate) struct Analysis {
 }
 
 impl Analysis {
+    /// The result alone; the samples and replicates are freed.
+    pub(crate) fn into_result(self) -> AnalysisResult {
+        self.result
+    }
+
     /// Taxes (and their replicates) of any cell pair of this analysis; replicates already
     /// computed for `summary.taxes` are reused, not redrawn.
     pub(crate) fn taxes(&self) -> TaxEngine<'_> {
@@ -79,6 +85,16 @@ impl Analysis {
     }
 }
 
+/// One launch's measured cell: what a sensitivity rerun leaves out
+/// ([`crate::verdicts::sensitivity`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LaunchCell {
+    /// The launch's run directory (one launch of one config).
+    pub run_dir: String,
+    pub phase: Phase,
+    pub cell: String,
+}
+
 /// Per-cell statistics of a dataset, before saturation and taxes.
 struct CellTable {
     samples: BTreeMap<CellKey, CellSamples>,
@@ -89,8 +105,12 @@ struct CellTable {
 }
 
 impl CellTable {
-    fn build(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<CellTable> {
-        let samples = samples::extract(ds, !opts.skip_itl);
+    fn build(
+        ds: &Dataset,
+        opts: &AnalyzeOptions,
+        leave_out: &BTreeSet<LaunchCell>,
+    ) -> anyhow::Result<CellTable> {
+        let samples = samples::extract(ds, !opts.skip_itl, leave_out);
         let rep = Replicator::new(opts.bootstrap);
         let mut ordered: Vec<&CellSamples> = samples.values().collect();
         ordered.sort_by(|a, b| cell_order(a, b));
@@ -115,19 +135,31 @@ pub(crate) fn reference_rates(ds: &Dataset) -> anyhow::Result<ReferenceRates> {
         },
         skip_itl: true,
     };
-    let mut t = CellTable::build(ds, &opts)?;
+    let mut t = CellTable::build(ds, &opts, &BTreeSet::new())?;
     Ok(saturation::evaluate(&mut t.cells))
 }
 
 /// Runs the whole analysis on a loaded dataset.
 pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Analysis> {
+    analyze_leaving_out(ds, opts, &BTreeSet::new())
+}
+
+/// [`analyze`] as if the launches in `without` had not measured those cells (their records
+/// read by no statistic; every other launch-cell as in [`analyze`]). Such a rerun is read for
+/// its verdicts ([`crate::verdicts::sensitivity`]), so it skips the launch-noise screen's
+/// leave-one-machine-out pass, which only words a warning.
+pub(crate) fn analyze_leaving_out(
+    ds: &Dataset,
+    opts: &AnalyzeOptions,
+    without: &BTreeSet<LaunchCell>,
+) -> anyhow::Result<Analysis> {
     let mut warnings = ds.warnings.clone();
     let CellTable {
         samples,
         rep,
         mut cells,
         per_launch,
-    } = CellTable::build(ds, opts)?;
+    } = CellTable::build(ds, opts, without)?;
     let reference_rates = saturation::evaluate(&mut cells);
     if let Some(archived) = &ds.reference_rates
         && (archived.ref_safe != reference_rates.ref_safe
@@ -153,13 +185,15 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
         opts.bootstrap.resamples,
         opts.bootstrap.seed,
     );
-    launch_noise.screen_flips = launch_noise::screen_without_each_machine(
-        &cells,
-        &per_launch,
-        opts.bootstrap.resamples,
-        opts.bootstrap.seed,
-        &launch_noise,
-    );
+    if without.is_empty() {
+        launch_noise.screen_flips = launch_noise::screen_without_each_machine(
+            &cells,
+            &per_launch,
+            opts.bootstrap.resamples,
+            opts.bootstrap.seed,
+            &launch_noise,
+        );
+    }
     let positions = same_cell::cell_positions(&ds.runs);
     let engine = TaxEngine::new(&rep, &samples, &cells, &noise).with_places(&positions);
     let tax_list = engine.all(&reference_rates);
@@ -454,14 +488,7 @@ fn dataset_info(ds: &Dataset, cells: &[CellStats]) -> DatasetInfo {
             .map(|r| (r.dir_name.clone(), r.env.clone()))
             .collect(),
         profile: ds.profile.clone(),
-        engine: ds
-            .runs
-            .iter()
-            .filter(|r| !r.simulated())
-            .filter_map(|r| {
-                crate::ingest::engine_log::read_run(&r.path).map(|f| (r.dir_name.clone(), f))
-            })
-            .collect(),
+        engine: ds.engine_facts().clone(),
         run_configs: ds
             .runs
             .iter()

@@ -2,7 +2,7 @@
 //! from, grouped by launch (each launch's values in send order) so that CIs can resample
 //! launches and then requests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ctax_schema::{Cell, CellHealth, Phase, RequestRecord, Status};
 
@@ -111,10 +111,28 @@ impl CellSamples {
 }
 
 /// Groups every run's cells by (config, phase, cell) and extracts the samples.
-/// `with_itl = false` skips the (large) pooled inter-token gaps.
-pub(crate) fn extract(ds: &Dataset, with_itl: bool) -> BTreeMap<CellKey, CellSamples> {
+/// `with_itl = false` skips the (large) pooled inter-token gaps. The launch-cells in
+/// `leave_out` are dropped (a cell left with no launch is dropped whole).
+pub(crate) fn extract(
+    ds: &Dataset,
+    with_itl: bool,
+    leave_out: &BTreeSet<super::LaunchCell>,
+) -> BTreeMap<CellKey, CellSamples> {
     let all: Vec<&crate::ingest::Run> = ds.runs.iter().collect();
-    extract_runs(&all, with_itl)
+    let mut out = extract_runs(&all, with_itl);
+    if !leave_out.is_empty() {
+        for cs in out.values_mut() {
+            cs.launches.retain(|l| {
+                !leave_out.contains(&super::LaunchCell {
+                    run_dir: l.run_dir.clone(),
+                    phase: cs.key.phase,
+                    cell: cs.key.cell.clone(),
+                })
+            });
+        }
+        out.retain(|_, cs| !cs.launches.is_empty());
+    }
+    out
 }
 
 /// [`extract`] over any runs (e.g. the dataset's calibration launches).

@@ -19,6 +19,7 @@ pub(crate) mod step_slices;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::Context;
 use ctax_schema::{
@@ -119,9 +120,26 @@ pub struct Dataset {
     /// unreadable directories, config.json disagreeing with the name).
     pub not_loaded: Vec<NotLoaded>,
     pub warnings: Vec<String>,
+    /// What each real run's server logs say about its engine, read on first use
+    /// ([`Dataset::engine_facts`]) and kept: an analysis run twice (the verdicts' sensitivity
+    /// pass) reads the logs once.
+    engine: OnceLock<BTreeMap<String, engine_log::EngineFacts>>,
 }
 
 impl Dataset {
+    /// [`engine_log::read_run`] of every run that is not simulated, keyed by run directory;
+    /// read in parallel on first call (decompressing and parsing the logs is seconds on the
+    /// archive), then kept.
+    pub(crate) fn engine_facts(&self) -> &BTreeMap<String, engine_log::EngineFacts> {
+        self.engine.get_or_init(|| {
+            self.runs
+                .par_iter()
+                .filter(|r| !r.simulated())
+                .filter_map(|r| engine_log::read_run(&r.path).map(|f| (r.dir_name.clone(), f)))
+                .collect()
+        })
+    }
+
     /// A dataset of the given runs alone (no pre-flight, manifest or profile): e.g. one run
     /// directory's quick statistics after its launch.
     pub(crate) fn of_runs(root: &Path, runs: Vec<Run>, warnings: Vec<String>) -> Dataset {
@@ -135,6 +153,7 @@ impl Dataset {
             profile: None,
             not_loaded: Vec::new(),
             warnings,
+            engine: OnceLock::new(),
         }
     }
 }
@@ -212,6 +231,7 @@ pub fn load(root: &Path) -> anyhow::Result<Dataset> {
         accounting,
         not_loaded,
         warnings,
+        engine: OnceLock::new(),
     })
 }
 

@@ -16,6 +16,7 @@ mod bench_time;
 mod criteria;
 pub(crate) mod hypotheses;
 mod model;
+pub mod sensitivity;
 
 use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION, fmt_rate};
 
@@ -46,6 +47,7 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
         hypotheses,
         success_criteria,
         unstable: s.aa_taxes.iter().any(|a| a.unstable),
+        without_episodes: None,
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
     note_single_launches(&mut v, &s.taxes, |id| hypotheses::configs_in(&ctx, id));
@@ -534,6 +536,7 @@ mod same_cell_tests {
             hypotheses: vec![verdict("h1"), verdict("h5")],
             success_criteria: vec![],
             unstable: false,
+            without_episodes: None,
         }
     }
 

@@ -4,7 +4,8 @@
 //!
 //! One module per report section, in page order: [`overview`] (at a glance, degradation, with
 //! [`coverage`]: what of the seed's plan was measured),
-//! [`verdicts`], [`figures`], [`taxes`] (with [`machines`] and [`episodes`]), [`cells`], [`accounting`], [`conventions`],
+//! [`verdicts`], [`figures`], [`taxes`] (with [`machines`], [`episodes`] and [`sensitivity`]:
+//! H1–H6 without the launch-cells slow episodes name), [`cells`], [`accounting`], [`conventions`],
 //! [`provenance`].
 
 mod accounting;
@@ -16,6 +17,7 @@ mod figures;
 mod machines;
 mod overview;
 mod provenance;
+mod sensitivity;
 mod taxes;
 mod verdicts;
 
@@ -71,6 +73,8 @@ pub(crate) struct ReportView {
     pub episodes: Vec<episodes::EpisodeView>,
     /// The slow-episode rule in words, from its constants.
     pub episodes_rule: String,
+    /// H1–H6 without the launch-cells slow episodes name, beside the reported ones.
+    pub sensitivity: Option<sensitivity::SensitivityView>,
     /// Which launches ran on which machine, and the machine-effect tests.
     pub machines: machines::MachinesView,
     /// The launch-to-launch noise in one line: pooled over cells, and each cell's own.
@@ -109,6 +113,7 @@ impl ReportView {
             aa: taxes::aa_rows(r),
             episodes: episodes::rows(r),
             episodes_rule: crate::analysis::episodes::rule(),
+            sensitivity: sensitivity::view(r, v),
             machines: machines::machines(r),
             launch_noise: overview::launch_noise_line(&s.launch_noise),
             accounting: accounting::accounting(r),

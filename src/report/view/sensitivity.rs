@@ -1,0 +1,223 @@
+//! H1–H6 without the launch-cells slow episodes name ([`crate::verdicts::sensitivity`]), beside
+//! the reported ones: a table under Slow episodes and one line in Verdicts.
+
+use crate::analysis::model::AnalysisResult;
+use crate::report::fmt;
+use crate::verdicts::sensitivity::WithoutEpisodes;
+use crate::verdicts::{Verdict, Verdicts};
+
+/// One hypothesis as reported and without the named launch-cells.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SensitivityRow {
+    pub anchor: String,
+    pub id: String,
+    pub reported: String,
+    pub reported_verdict: String,
+    pub without: String,
+    pub without_verdict: String,
+    /// The verdict would read differently.
+    pub changed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SensitivityView {
+    /// `mooncake_both l1 (A 6 req/s, 4096/256), …`.
+    pub left_out: String,
+    /// What the A/A noise floor (the UNSTABLE mark) would say without them.
+    pub unstable: String,
+    /// Set when the rerun's reference rates differ from the reported ones.
+    pub rates: Option<String>,
+    pub rows: Vec<SensitivityRow>,
+    /// One line for the Verdicts section.
+    pub summary: String,
+}
+
+pub(super) fn view(r: &AnalysisResult, v: &Verdicts) -> Option<SensitivityView> {
+    let w = v.without_episodes.as_ref()?;
+    let left_out = w
+        .left_out
+        .iter()
+        .map(|l| {
+            format!(
+                "{} l{} ({})",
+                l.config,
+                l.launch,
+                super::machines::cell_label(r, l.cell.phase, &l.cell.cell)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows: Vec<SensitivityRow> = v
+        .hypotheses
+        .iter()
+        .map(|h| {
+            let other = w.hypotheses.iter().find(|x| x.id == h.id);
+            row(h, other)
+        })
+        .collect();
+    let refs = &r.summary.reference_rates;
+    let rates = (refs.ref_safe != w.reference_rates.ref_safe
+        || refs.ref_load != w.reference_rates.ref_load)
+        .then(|| {
+            format!(
+                "Without them the reference rates move (ref_safe {}, ref_load {} instead of {}, {}): the hypotheses below read those cells.",
+                opt_rate(w.reference_rates.ref_safe),
+                opt_rate(w.reference_rates.ref_load),
+                opt_rate(refs.ref_safe),
+                opt_rate(refs.ref_load)
+            )
+        });
+    let unstable = unstable_words(v.unstable, w);
+    let changed: Vec<String> = rows
+        .iter()
+        .filter(|x| x.changed)
+        .map(|x| {
+            format!(
+                "{} would read {} (is {})",
+                x.id, x.without_verdict, x.reported_verdict
+            )
+        })
+        .collect();
+    let n = w.left_out.len();
+    let cells = if n == 1 {
+        "the launch-cell".to_owned()
+    } else {
+        format!("the {n} launch-cells")
+    };
+    let verdicts = if changed.is_empty() {
+        "no hypothesis verdict changes".to_owned()
+    } else {
+        changed.join("; ")
+    };
+    let summary =
+        format!("Without {cells} slow episodes name ({left_out}): {verdicts}. {unstable}");
+    Some(SensitivityView {
+        left_out,
+        unstable,
+        rates,
+        rows,
+        summary,
+    })
+}
+
+fn row(h: &Verdict, other: Option<&Verdict>) -> SensitivityRow {
+    let est = |v: &Verdict| fmt::opt_estimate(v.estimate.as_ref(), &v.unit);
+    SensitivityRow {
+        anchor: h.id.clone(),
+        id: h.id.to_uppercase(),
+        reported: est(h),
+        reported_verdict: h.verdict.as_str().to_owned(),
+        without: other.map_or_else(|| fmt::NA.to_owned(), est),
+        without_verdict: other.map_or_else(
+            || "not reported".to_owned(),
+            |o| o.verdict.as_str().to_owned(),
+        ),
+        changed: other.is_none_or(|o| o.verdict != h.verdict),
+    }
+}
+
+fn opt_rate(r: Option<f64>) -> String {
+    r.map_or_else(|| "none".to_owned(), |x| format!("{} req/s", fmt::rate(x)))
+}
+
+/// The UNSTABLE mark as reported against the rerun's A/A taxes.
+fn unstable_words(reported: bool, w: &WithoutEpisodes) -> String {
+    let detected = w.aa_detected.join(", ");
+    match (reported, w.unstable) {
+        (true, false) => "UNSTABLE DATASET would clear: no A/A tax excludes 0 without them.".into(),
+        (true, true) => {
+            format!(
+                "UNSTABLE DATASET would hold: without them the A/A taxes of {detected} exclude 0."
+            )
+        }
+        (false, true) => format!(
+            "Without them an A/A tax would exclude 0 ({detected}): the dataset would read UNSTABLE."
+        ),
+        (false, false) => "No A/A tax excludes 0, with them or without.".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::model::Estimate;
+    use crate::verdicts::VerdictKind;
+    use ctax_schema::ReferenceRates;
+
+    fn h(id: &str, est: f64, verdict: VerdictKind) -> Verdict {
+        Verdict {
+            id: id.into(),
+            title: String::new(),
+            statement: String::new(),
+            estimate: Some(Estimate {
+                est,
+                lo: Some(est - 0.1),
+                hi: Some(est + 0.1),
+            }),
+            unit: "fraction".into(),
+            threshold: String::new(),
+            verdict,
+            reason: String::new(),
+            label: None,
+        }
+    }
+
+    fn without(unstable: bool, aa: &[&str]) -> WithoutEpisodes {
+        WithoutEpisodes {
+            left_out: Vec::new(),
+            reference_rates: ReferenceRates {
+                schema_version: 1,
+                ref_safe: Some(2.0),
+                ref_load: Some(6.0),
+                configs_considered: Vec::new(),
+                saturation_rate: Default::default(),
+                notes: Vec::new(),
+                phase_a_launches: None,
+            },
+            hypotheses: Vec::new(),
+            unstable,
+            aa_detected: aa.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    /// The four cases of the UNSTABLE mark, reported against the rerun.
+    #[test]
+    fn the_unstable_mark_is_worded_for_each_case() {
+        assert_eq!(
+            unstable_words(true, &without(false, &[])),
+            "UNSTABLE DATASET would clear: no A/A tax excludes 0 without them."
+        );
+        assert_eq!(
+            unstable_words(true, &without(true, &["plain Phase A r2_i4096_o256"])),
+            "UNSTABLE DATASET would hold: without them the A/A taxes of plain Phase A r2_i4096_o256 exclude 0."
+        );
+        assert!(unstable_words(false, &without(true, &["x Phase B c"])).contains("(x Phase B c)"));
+        assert_eq!(
+            unstable_words(false, &without(false, &[])),
+            "No A/A tax excludes 0, with them or without."
+        );
+    }
+
+    /// A row is changed when the verdict differs (not the estimate), or when the rerun has no
+    /// verdict for the id.
+    #[test]
+    fn a_row_is_changed_by_its_verdict_only() {
+        let a = h("h1", 0.15, VerdictKind::Inconclusive);
+        let same = h("h1", 0.02, VerdictKind::Inconclusive);
+        let r = row(&a, Some(&same));
+        assert!(!r.changed);
+        assert_eq!((r.id.as_str(), r.anchor.as_str()), ("H1", "h1"));
+        assert_eq!(r.reported, "+15.0% [+5.0%, +25.0%]");
+        assert_eq!(r.without, "+2.0% [-8.0%, +12.0%]");
+        let other = h("h1", 0.3, VerdictKind::Supported);
+        let r = row(&a, Some(&other));
+        assert!(r.changed);
+        assert_eq!(r.without_verdict, "supported");
+        let r = row(&a, None);
+        assert!(r.changed);
+        assert_eq!(
+            (r.without.as_str(), r.without_verdict.as_str()),
+            (fmt::NA, "not reported")
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! The verdicts' sensitivity line ([`connector_tax::verdicts::sensitivity`]): H1–H6 once more
+//! without the launch-cells slow episodes name.
+//!
+//! The reference is independent of the leave-out mechanism: the same synthetic archive with
+//! the named launch's request files deleted from disk, analysed from scratch. Its verdicts
+//! must be the sensitivity pass's, to the bit.
+
+mod common;
+
+use std::path::Path;
+
+use connector_tax::analysis::AnalyzeOptions;
+use connector_tax::synth::{Stall, SynthConfig, SynthSpec};
+use connector_tax::verdicts::Verdicts;
+use ctax_schema::Phase;
+
+fn evaluate(root: &Path) -> (connector_tax::analysis::model::AnalysisResult, Verdicts) {
+    let ds = connector_tax::ingest::load(root).unwrap();
+    connector_tax::pipeline::evaluate(
+        &ds,
+        &AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// mooncake_both (a 40% TTFT tax) with a 5× stall over 30 of the 200 measured requests of its
+/// launch 1 in every Phase A cell; plain, noop_connector and nixl_both as they are. Four
+/// launches each, so each config has an A/A split.
+fn spec() -> SynthSpec {
+    SynthSpec {
+        configs: vec![
+            SynthConfig::new("plain", 1.0, 1.0),
+            SynthConfig {
+                stall: Some(Stall {
+                    launch: 1,
+                    first: 60,
+                    len: 30,
+                    factor: 5.0,
+                }),
+                ..SynthConfig::new("mooncake_both", 1.4, 1.15)
+            },
+            SynthConfig::new("nixl_both", 1.33, 1.1),
+            SynthConfig::new("noop_connector", 1.03, 1.0),
+        ],
+        launches: 4,
+        phase_a_rates: vec![1.0, 2.0],
+        phase_b_shapes: vec![],
+        requests_per_cell: 200,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn without_episodes_is_the_archive_without_those_request_files() {
+    let dir = tempfile::tempdir().unwrap();
+    connector_tax::synth::generate(&spec(), dir.path()).unwrap();
+    let (a, v) = evaluate(dir.path());
+
+    // What is named: launch 1 of mooncake_both, in both Phase A cells, and nothing else.
+    let named: Vec<(String, u32, Phase, String)> = a
+        .summary
+        .episodes
+        .iter()
+        .map(|e| (e.config.clone(), e.launch, e.phase, e.cell.clone()))
+        .collect();
+    let expected: Vec<(String, u32, Phase, String)> = ["r1_i4096_o256", "r2_i4096_o256"]
+        .iter()
+        .map(|c| ("mooncake_both".to_owned(), 1, Phase::A, (*c).to_owned()))
+        .collect();
+    assert_eq!(named, expected);
+    let w = v
+        .without_episodes
+        .as_ref()
+        .expect("episodes named: the sensitivity pass ran");
+    let left: Vec<(String, u32, Phase, String)> = w
+        .left_out
+        .iter()
+        .map(|l| {
+            (
+                l.config.clone(),
+                l.launch,
+                l.cell.phase,
+                l.cell.cell.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(left, expected);
+
+    // The reference: the same archive with those request files gone.
+    let run_dir = &a.summary.episodes[0].run_dir;
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir.path().join(run_dir)).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if expected
+            .iter()
+            .any(|(_, _, _, cell)| name.starts_with(&format!("requests_A_{cell}.jsonl")))
+        {
+            std::fs::remove_file(&p).unwrap();
+            removed += 1;
+        }
+    }
+    assert_eq!(removed, 2, "one request file per named cell");
+    let (a2, v2) = evaluate(dir.path());
+    assert!(a2.summary.episodes.is_empty(), "{:#?}", a2.summary.episodes);
+    assert!(v2.without_episodes.is_none());
+    assert_eq!(w.hypotheses, v2.hypotheses);
+    assert_eq!(w.unstable, v2.unstable);
+    assert_eq!(w.reference_rates, a2.summary.reference_rates);
+
+    // The stall raised mooncake_both's TTFT p90 at ref_safe, so H1 (its TTFT tax) reads lower
+    // without it; the reported verdicts are the first pass's, untouched.
+    let h1 = |v: &[connector_tax::verdicts::Verdict]| {
+        v.iter()
+            .find(|x| x.id == "h1")
+            .unwrap()
+            .estimate
+            .unwrap()
+            .est
+    };
+    assert!(
+        h1(&v.hypotheses) > h1(&w.hypotheses) + 0.05,
+        "{} vs {}",
+        h1(&v.hypotheses),
+        h1(&w.hypotheses)
+    );
+    // Reported: the stalled launch's p90 is ~5× its median, which the A/A of mooncake_both in
+    // those cells (launches 0, 2 against 1, 3) cannot miss; without it, no A/A of mooncake_both
+    // excludes 0. (Other configs' A/A may, by chance: 16 A/A CIs at 95%.)
+    let aa_mooncake = |a: &connector_tax::analysis::model::AnalysisResult| {
+        a.summary
+            .aa_taxes
+            .iter()
+            .filter(|x| x.unstable && x.config == "mooncake_both")
+            .count()
+    };
+    assert!(aa_mooncake(&a) >= 1, "the stalled launch sets an A/A apart");
+    assert!(v.unstable);
+    assert_eq!(aa_mooncake(&a2), 0);
+    assert!(
+        !w.aa_detected
+            .iter()
+            .any(|x| x.starts_with("mooncake_both ")),
+        "{:?}",
+        w.aa_detected
+    );
+    assert_eq!(w.unstable, !w.aa_detected.is_empty());
+    let unstable_line = if w.unstable {
+        format!(
+            "UNSTABLE DATASET would hold: without them the A/A taxes of {} exclude 0.",
+            w.aa_detected.join(", ")
+        )
+    } else {
+        "UNSTABLE DATASET would clear: no A/A tax excludes 0 without them.".to_owned()
+    };
+
+    // The report shows both, and says the mark would clear.
+    let out = tempfile::tempdir().unwrap();
+    let rendered = common::Fixture {
+        analysis: a,
+        verdicts: v,
+    }
+    .render(out.path());
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    drop(rendered);
+    assert!(md.contains("H1–H6 without these launch-cells"), "{md}");
+    assert!(
+        md.contains("Without the 2 launch-cells slow episodes name (mooncake_both l1 (A 1 req/s, 4096/256), mooncake_both l1 (A 2 req/s, 4096/256))"),
+        "{md}"
+    );
+    assert!(md.contains(&unstable_line), "{unstable_line}\n{md}");
+    for id in ["H1", "H2", "H3", "H4", "H5", "H6"] {
+        assert!(
+            md.contains(&format!("| [{id}](#{}) |", id.to_lowercase())),
+            "{id}"
+        );
+    }
+    assert!(html.contains("<h4 id=\"taxes-episodes-without\">"));
+    assert!(html.contains("id=\"verdicts-sensitivity\""));
+    // Without episodes, no section.
+    let out2 = tempfile::tempdir().unwrap();
+    common::Fixture {
+        analysis: a2,
+        verdicts: v2,
+    }
+    .render(out2.path());
+    let md2 = std::fs::read_to_string(out2.path().join("report.md")).unwrap();
+    assert!(!md2.contains("without these launch-cells"));
+}
