@@ -49,8 +49,10 @@ pub struct SynthConfig {
     pub machines: Vec<u32>,
     /// A slow stretch inside one launch's measured window, in every Phase A cell of it: the
     /// TTFT of measured requests `first..first + len` (send order) × `factor`, as an LMCache
-    /// store slowed 3× for ten seconds on the H200 ([`crate::analysis::episodes`]). No draw is
-    /// spent on it: the other requests stay as without it.
+    /// store slowed 3× for ten seconds on the H200 ([`crate::analysis::episodes`]); the engine
+    /// steps that start from its first to its last send (with `with_steps`) run `factor` ×
+    /// longer, as the H200's did. No draw is spent on it, so the other requests stay as without
+    /// it; the stalled launch's fewer steps leave its later cells' draws shifted.
     pub stall: Option<Stall>,
 }
 
@@ -426,6 +428,8 @@ fn write_cell(
         &name,
     )))?);
     let mut prev_start = 0.0f64;
+    // First and last send of the stalled requests: the engine steps between run slow too.
+    let mut stall_sends: Option<(u64, u64, f64)> = None;
     let mut starts = Vec::with_capacity(n);
     let mut ends = Vec::with_capacity(n);
     let mut events: Vec<Event> = Vec::with_capacity(n_events as usize);
@@ -467,6 +471,10 @@ fn write_cell(
             + ttft_base * 1e6 * (spec.sigma * ar_ttft).exp() * stalled.map_or(1.0, |st| st.factor);
         let tpot_ns = tpot_base * 1e6 * (0.5 * spec.sigma * ar_tpot).exp();
         let t_send = arrival as u64 + 20_000;
+        if let Some(st) = stalled {
+            let (a, _, _) = stall_sends.unwrap_or((t_send, t_send, st.factor));
+            stall_sends = Some((a, t_send, st.factor));
+        }
         let first = t_send + ttft_ns as u64;
         events.clear();
         let per_event = out.div_ceil(n_events);
@@ -562,7 +570,10 @@ fn write_cell(
         while t <= t_end {
             let base = 2_000.0 * (0.2 * normal(rng)).exp();
             let cb = cfg.callback_us.map(|c| c * (0.1 * normal(rng)).exp());
-            let dur = base + cfg.step_extra_us;
+            let slowed = stall_sends
+                .filter(|(a, b, _)| (*a..=*b).contains(&t))
+                .map_or(1.0, |(_, _, f)| f);
+            let dur = (base + cfg.step_extra_us) * slowed;
             let rec = StepRecord {
                 t_ns: t,
                 step_id: id,

@@ -1081,9 +1081,10 @@ fn a_slow_first_launch_on_each_machine_is_measured() {
 /// 60..90 of lmcache_only l1, TTFT × 5, every Phase A cell) is the one episode found, in each
 /// cell below saturation, with its send times (request k of the window at k / rate s, so
 /// 60 / r to 89 / r) and the p90 without it back near the launch's other requests'; the
-/// report's Slow episodes table and the warning name it. Nothing else is an episode: with
-/// lognormal sigma 0.25, a TTFT above 2× the median is z > 2.77 (p 0.003), and three of those
-/// within two requests of each other do not happen in these 12 launch-cells.
+/// report's Slow episodes table and the warning name it, with the engine steps the stall
+/// slowed. Nothing else is an episode: with lognormal sigma 0.25, a TTFT above 2× the median
+/// is z > 2.77 (p 0.003), and three of those within two requests of each other do not happen
+/// in these 12 launch-cells.
 #[test]
 fn an_injected_slow_stretch_is_named_with_the_p90_without_it() {
     use connector_tax::synth::{Stall, SynthConfig, SynthSpec};
@@ -1132,6 +1133,19 @@ fn an_injected_slow_stretch_is_named_with_the_p90_without_it() {
         // (z 0.223): p90 / median = exp(0.25 × (1.2816 − 0.223)) = 1.30.
         let ratio = e.ttft_p90_without_ms / e.ttft_median_ms;
         assert!((ratio - 1.30).abs() < 0.12, "{e:?}: {ratio}");
+        // The stall slows the engine steps that start between its first and last send 5×
+        // (synth's steps: 2 ms × lognormal(0.2)); the stretch's range reaches one median TTFT
+        // (~1.5 s of 30/r s) past its last send, so its time-weighted median step is the
+        // slowed one: 5× the rest of the window's, within the draws' spread.
+        let (inside, rest) = (s.step_ms.unwrap(), e.step_ms.unwrap());
+        assert!(
+            (inside / rest - 5.0).abs() < 1.0,
+            "{e:?}: {inside} vs {rest}"
+        );
+        assert!(
+            s.steps.unwrap() > 0 && e.steps.unwrap() > s.steps.unwrap(),
+            "{e:?}"
+        );
     }
     assert!(
         analysis.summary.warnings.iter().any(|w| w
@@ -1151,6 +1165,8 @@ fn an_injected_slow_stretch_is_named_with_the_p90_without_it() {
         row.contains("| 30.0–44.5 s: 30 of 30 slow, median "),
         "{row}"
     );
+    assert!(row.contains(" ms, engine steps "), "{row}");
+    assert!(row.contains("; rest of the window: engine steps "), "{row}");
     let html = out.html();
     assert!(html.contains("<h3 id=\"taxes-episodes\">Slow episodes</h3>"));
     assert!(html.contains("30.0–44.5 s: 30 of 30 slow"));

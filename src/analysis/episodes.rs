@@ -57,10 +57,19 @@ pub struct Span {
     /// collector's clock (no store lines, no UTC offset, no window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stores: Option<usize>,
+    /// Median duration (ms) of the engine steps that started in it (from its first send to its
+    /// last send plus its median TTFT), when at least [`MIN_STEPS`] did ([`step_evidence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ms: Option<f64>,
+    /// Steps counted in it; `None` without step timing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<usize>,
 }
 
 /// A stretch's store throughput is shown when at least this many stores fall in it.
 pub const MIN_STORES: usize = 3;
+/// A stretch's step duration is shown when at least this many steps started in it.
+pub const MIN_STEPS: usize = 3;
 
 /// The episodes of one launch in one cell, and what they do to its TTFT p90.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -92,6 +101,12 @@ pub struct LaunchEpisodes {
     pub store_gbps: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stores: Option<usize>,
+    /// Median duration (ms) of the engine steps that started in the rest of the measured
+    /// window (outside every stretch), when at least [`MIN_STEPS`] did, and their count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<usize>,
 }
 
 impl LaunchEpisodes {
@@ -163,6 +178,8 @@ pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) ->
             ttft_median_ms: quantile(&ttft_ms[*a..=*b], 0.5).unwrap_or(f64::NAN),
             store_gbps: None,
             stores: None,
+            step_ms: None,
+            steps: None,
         })
         .collect();
     Some(Found {
@@ -197,9 +214,10 @@ pub(crate) fn find(
                 .map(|w| w.start_ns)
                 .or_else(|| l.ttft_send_ns.iter().copied().min())
                 .unwrap_or(0);
-            let Some(f) = find_in_launch(&l.ttft_send_ns, &l.ttft_ms, start) else {
+            let Some(mut f) = find_in_launch(&l.ttft_send_ns, &l.ttft_ms, start) else {
                 continue;
             };
+            let rest = step_evidence(&mut f.spans, &l.step_t_ns, &l.step_duration_us, start);
             let window_start_unix_ms = match (&l.health, l.window) {
                 // A zero wall-clock anchor (never recorded) places nothing.
                 (Some(h), Some(w)) if h.wall_start_unix_ms > 0 => Some(
@@ -223,10 +241,81 @@ pub(crate) fn find(
                 window_s: l.window.map(|w| w.seconds()),
                 store_gbps: None,
                 stores: None,
+                step_ms: rest.and_then(|(ms, _)| ms),
+                steps: rest.map(|(_, n)| n),
             });
         }
     }
     out
+}
+
+/// The engine's own timing next to each stretch: the time-weighted median duration
+/// ([`time_weighted_median`]) of the steps that started in it (from its first send to its last
+/// send plus its median TTFT, on the collector's clock: `start_ns` is the measured window's
+/// start, `t_ns` the steps' starts, `dur_us` their durations, side by side, all inside the
+/// window), set on each span, and of those that started in the rest of the window, returned with
+/// their count. `None` (nothing set) without steps. Time-weighted, because a stretch of few
+/// long steps (1.1–1.9 s each in lmcache_only l3's) is framed by many short ones that a plain
+/// median would report. Steps that ran long say the stretch was the engine's; steps that did not
+/// point elsewhere (the front end, the network, a queue).
+pub(crate) fn step_evidence(
+    spans: &mut [Span],
+    t_ns: &[u64],
+    dur_us: &[f64],
+    start_ns: u64,
+) -> Option<(Option<f64>, usize)> {
+    if t_ns.is_empty() || t_ns.len() != dur_us.len() {
+        return None;
+    }
+    let at = |s_from: f64| start_ns as f64 + s_from * 1e9;
+    let ranges: Vec<std::ops::RangeInclusive<f64>> = spans
+        .iter()
+        .map(|s| at(s.from_s)..=at(s.to_s) + s.ttft_median_ms * 1e6)
+        .collect();
+    let median = |v: &[f64]| {
+        (v.len() >= MIN_STEPS)
+            .then(|| time_weighted_median(v))
+            .flatten()
+    };
+    for (s, r) in spans.iter_mut().zip(&ranges) {
+        let inside: Vec<f64> = t_ns
+            .iter()
+            .zip(dur_us)
+            .filter(|(t, _)| r.contains(&(**t as f64)))
+            .map(|(_, d)| d / 1e3)
+            .collect();
+        s.steps = Some(inside.len());
+        s.step_ms = median(&inside);
+    }
+    let rest: Vec<f64> = t_ns
+        .iter()
+        .zip(dur_us)
+        .filter(|(t, _)| !ranges.iter().any(|r| r.contains(&(**t as f64))))
+        .map(|(_, d)| d / 1e3)
+        .collect();
+    Some((median(&rest), rest.len()))
+}
+
+/// The duration `d` of the step in which the middle of the summed step time falls: steps of
+/// duration ≤ `d` take at least half of it, steps ≥ `d` at least half (sorted ascending, the
+/// first whose running sum reaches half the total). `None` when empty or the total is not
+/// positive.
+pub(crate) fn time_weighted_median(durations: &[f64]) -> Option<f64> {
+    let mut d: Vec<f64> = durations
+        .iter()
+        .copied()
+        .filter(|x| x.is_finite())
+        .collect();
+    d.sort_by(f64::total_cmp);
+    let total: f64 = d.iter().sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let mut run = 0.0;
+    d.into_iter().find(|x| {
+        run += x;
+        run >= total / 2.0
+    })
 }
 
 /// Puts the server's own evidence next to each stretch: the LMCache stores its log stamped
@@ -290,26 +379,50 @@ pub(crate) fn attach_stores(
 }
 
 impl LaunchEpisodes {
-    /// Its stretches, as the warning and the report's table print them:
-    /// `19.0–32.0 s: 27 of 27 slow, median 2022 ms, LMCache stores 0.92 GB/s in it (37 stores;
-    /// 2.57 in the rest of the window, 66 stores)`, `; `-separated.
+    /// Its stretches, as the warning and the report's table print them, `; `-separated, then
+    /// the rest of the window's figures once: `19.0–32.0 s: 27 of 27 slow, median 2022 ms,
+    /// engine steps 1117 ms, LMCache stores 0.92 GB/s (37 stores); rest of the window: engine
+    /// steps 27 ms, LMCache stores 2.57 GB/s (66 stores)`. Engine steps are the time-weighted
+    /// median duration of the steps that started there ([`step_evidence`]).
     pub(crate) fn spans_words(&self) -> String {
-        self.spans
+        let steps = |ms: Option<f64>, n: Option<usize>| match (ms, n) {
+            (Some(d), Some(n)) => Some(format!("engine steps {d:.0} ms ({n} steps)")),
+            _ => None,
+        };
+        let stores = |g: Option<f64>, n: Option<usize>| match (g, n) {
+            (Some(g), Some(n)) => Some(format!("LMCache stores {g:.2} GB/s ({n} stores)")),
+            _ => None,
+        };
+        let rest: Vec<String> = [
+            steps(self.step_ms, self.steps),
+            stores(self.store_gbps, self.stores),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let mut parts: Vec<String> = self
+            .spans
             .iter()
             .map(|s| {
-                let stores = match (s.store_gbps, s.stores, self.store_gbps, self.stores) {
-                    (Some(g), Some(n), Some(o), Some(m)) => format!(
-                        ", LMCache stores {g:.2} GB/s in it ({n} stores; {o:.2} in the rest of the window, {m} stores)"
-                    ),
-                    _ => String::new(),
-                };
+                // A stretch's figures only where the rest of the window has them to compare.
+                let evidence: String = [
+                    steps(s.step_ms, s.steps).filter(|_| self.step_ms.is_some()),
+                    stores(s.store_gbps, s.stores).filter(|_| self.store_gbps.is_some()),
+                ]
+                .into_iter()
+                .flatten()
+                .map(|x| format!(", {x}"))
+                .collect();
                 format!(
-                    "{:.1}–{:.1} s: {} of {} slow, median {:.0} ms{stores}",
+                    "{:.1}–{:.1} s: {} of {} slow, median {:.0} ms{evidence}",
                     s.from_s, s.to_s, s.slow, s.requests, s.ttft_median_ms
                 )
             })
-            .collect::<Vec<_>>()
-            .join("; ")
+            .collect();
+        if !rest.is_empty() {
+            parts.push(format!("rest of the window: {}", rest.join(", ")));
+        }
+        parts.join("; ")
     }
 }
 
@@ -383,6 +496,8 @@ mod tests {
                 ttft_median_ms: 500.0,
                 store_gbps: None,
                 stores: None,
+                step_ms: None,
+                steps: None,
             }]
         );
     }
@@ -459,11 +574,15 @@ mod tests {
                 ttft_median_ms: 500.0,
                 store_gbps: None,
                 stores: None,
+                step_ms: None,
+                steps: None,
             }],
             window_start_unix_ms: Some(1_000_000.0),
             window_s: Some(40.0),
             store_gbps: None,
             stores: None,
+            step_ms: None,
+            steps: None,
         };
         let engine = BTreeMap::from([("d".to_owned(), facts)]);
         let env = |offset: Option<&str>| {
@@ -482,11 +601,77 @@ mod tests {
         assert!((found[0].store_gbps.unwrap() - 2.5).abs() < 1e-9);
         assert_eq!(
             found[0].spans_words(),
-            "10.0–20.0 s: 21 of 21 slow, median 500 ms, LMCache stores 0.90 GB/s in it (3 stores; 2.50 in the rest of the window, 4 stores)"
+            "10.0–20.0 s: 21 of 21 slow, median 500 ms, LMCache stores 0.90 GB/s (3 stores); rest of the window: LMCache stores 2.50 GB/s (4 stores)"
         );
         let mut none = vec![episode()];
         attach_stores(&mut none, &engine, &env(None));
         assert_eq!(none, vec![episode()]);
+    }
+
+    /// By hand: sorted ascending, the first duration whose running sum reaches half the total.
+    #[test]
+    fn time_weighted_medians_by_hand() {
+        // Total 14, half 7: running sums 1, 2, 3, 4, 14.
+        assert_eq!(
+            time_weighted_median(&[1.0, 10.0, 1.0, 1.0, 1.0]),
+            Some(10.0)
+        );
+        // Total 10, half 5: running sums 1, 3, 6 (the plain median would be 2.5).
+        assert_eq!(time_weighted_median(&[4.0, 3.0, 2.0, 1.0]), Some(3.0));
+        // Total 4, half 2: the running sum reaches it exactly at the second.
+        assert_eq!(time_weighted_median(&[1.0, 1.0, 2.0]), Some(1.0));
+        assert_eq!(time_weighted_median(&[5.0]), Some(5.0));
+        assert_eq!(time_weighted_median(&[]), None);
+        assert_eq!(time_weighted_median(&[0.0, 0.0]), None);
+        assert_eq!(time_weighted_median(&[f64::NAN, 2.0]), Some(2.0));
+    }
+
+    /// Which steps fall in a stretch, on the collector's clock, with both boundaries by hand.
+    /// The window starts at 1 s; stretch one spans sends 2.0–3.0 s with a median TTFT of
+    /// 500 ms, so its steps start in [3.0, 4.5] s (both ends in); stretch two, sends 10.0–10.5 s
+    /// and 100 ms, holds two steps: counted, too few for a median.
+    #[test]
+    fn steps_inside_a_stretch_and_in_the_rest_of_the_window() {
+        let span = |from_s: f64, to_s: f64, ttft: f64| Span {
+            from_s,
+            to_s,
+            requests: 5,
+            slow: 5,
+            ttft_median_ms: ttft,
+            store_gbps: None,
+            stores: None,
+            step_ms: None,
+            steps: None,
+        };
+        let mut spans = vec![span(2.0, 3.0, 500.0), span(10.0, 10.5, 100.0)];
+        let s = 1_000_000_000u64;
+        // (start on the collector's clock, duration µs)
+        let steps: [(u64, f64); 10] = [
+            (2_999_999_999, 40_000.0),  // just before stretch one: rest
+            (3_000_000_000, 150_000.0), // its first instant: in
+            (3_500_000_000, 160_000.0),
+            (4_000_000_000, 300_000.0),
+            (4_500_000_000, 150_000.0),  // its last instant: in
+            (4_500_000_001, 50_000.0),   // just after: rest
+            (11_000_000_000, 500_000.0), // stretch two (11.0–11.6 s)
+            (11_600_000_000, 500_000.0),
+            (20_000_000_000, 60_000.0), // rest
+            (21_000_000_000, 45_000.0), // rest
+        ];
+        let t: Vec<u64> = steps.iter().map(|x| x.0).collect();
+        let d: Vec<f64> = steps.iter().map(|x| x.1).collect();
+        let rest = step_evidence(&mut spans, &t, &d, s);
+        // Stretch one: 150, 160, 300, 150 ms; total 760, half 380: running sums 150, 300, 460.
+        assert_eq!(spans[0].steps, Some(4));
+        assert_eq!(spans[0].step_ms, Some(160.0));
+        assert_eq!((spans[1].steps, spans[1].step_ms), (Some(2), None));
+        // Rest: 40, 50, 60, 45 ms; total 195, half 97.5: running sums 40, 85, 135.
+        assert_eq!(rest, Some((Some(50.0), 4)));
+        // No steps, or mismatched columns: nothing set.
+        let mut untouched = vec![span(2.0, 3.0, 500.0)];
+        assert_eq!(step_evidence(&mut untouched, &[], &[], s), None);
+        assert_eq!(step_evidence(&mut untouched, &t, &d[..3], s), None);
+        assert_eq!(untouched, vec![span(2.0, 3.0, 500.0)]);
     }
 
     /// Three slow requests in 100 do not reach the p90 (h = 89.1 falls among the 100-ms ones):

@@ -76,6 +76,9 @@ pub(crate) struct LaunchSamples {
     pub running: Vec<f64>,
     /// Engine steps inside the window (µs); `connector_total_us` only where observed.
     pub step_duration_us: Vec<f64>,
+    /// When each value of `step_duration_us` started (`t_ns`, the collector's clock), same
+    /// order: where in the window a step ran ([`super::episodes`]).
+    pub step_t_ns: Vec<u64>,
     pub schedule_us: Vec<f64>,
     pub build_meta_us: Vec<f64>,
     pub get_finished_us: Vec<f64>,
@@ -296,6 +299,9 @@ fn launch_samples(
     let in_window = |t: u64| s.window.is_none_or(|w| w.contains(t));
     for st in rc.steps.iter().filter(|st| in_window(st.t_ns)) {
         s.n_steps += 1;
+        if st.step_duration_us.is_some_and(f64::is_finite) {
+            s.step_t_ns.push(st.t_ns);
+        }
         let pairs = [
             (&mut s.step_duration_us, st.step_duration_us),
             (&mut s.schedule_us, st.schedule_us),
