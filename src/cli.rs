@@ -49,7 +49,7 @@ pub enum Cmd {
     /// Compute reference rates from Phase A data and write <root>/reference_rates.json.
     ReferenceRates { root: PathBuf },
     /// Run a sweep against vLLM (stages 0-4); see `ctax run --help`.
-    Run(crate::orchestrate::RunArgs),
+    Run(Box<crate::orchestrate::RunArgs>),
     /// Merge the results roots of one sweep's shards (`ctax run --shard K/N`) into one root.
     /// Refuses roots of different profiles and overlapping launches.
     Merge {

@@ -48,7 +48,7 @@ fn run() -> anyhow::Result<ExitCode> {
             }
         }
         Cmd::Run(args) => {
-            let result = connector_tax::orchestrate::run(args);
+            let result = connector_tax::orchestrate::run(*args);
             // A usage error clap could not see: reported as clap does (exit 2, `ctax run`'s
             // usage), which `gpu_run.sh chain` takes as a refusal before any GPU time is spent.
             if let Some(u) = result

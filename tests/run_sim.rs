@@ -879,6 +879,91 @@ fn phase_a_order_runs_the_rates_in_that_order() {
     );
 }
 
+/// The ladder grows in new launches: a root measured at 4, 8, 16 req/s, then the profile with
+/// 2 req/s added (`--force-profile`) and `--phase-a-rates 2 --launches 2`: plain l1 and
+/// noop_connector l1 run the 2 req/s cell alone, and l0 of both stay byte for byte as they ran
+/// (never extended: nothing superseded). The same command without `--phase-a-rates` then has
+/// nothing left: each launch is complete in its own plan. A rate outside the profile is refused
+/// before anything starts.
+#[test]
+fn the_ladder_grows_in_new_launches_and_old_ones_are_never_extended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let port = free_port();
+    let p = profile(tmp.path(), port, &[]);
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first = run_dirs(&out);
+    assert_eq!(first.len(), 2);
+    let before: Vec<_> = first.iter().map(|d| tree(d)).collect();
+    let wider_dir = tmp.path().join("wider");
+    std::fs::create_dir_all(&wider_dir).unwrap();
+    let wider = profile(
+        &wider_dir,
+        port,
+        &[("rates = [4, 8, 16]", "rates = [2, 4, 8, 16]")],
+    );
+    let extra = |more: &[&str]| -> Vec<String> {
+        PLAIN_NOOP_A
+            .iter()
+            .chain(["--force-profile", "--launches", "2"].iter())
+            .chain(more.iter())
+            .map(|s| (*s).to_owned())
+            .collect()
+    };
+    let args = |v: &[String]| -> Output {
+        run(
+            &wider,
+            &out,
+            &v.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    };
+    let o = args(&extra(&["--phase-a-rates", "2,3"]));
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("3 is not one of the profile's Phase A rates (2, 4, 8, 16)"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(run_dirs(&out), first, "nothing started");
+    let o = args(&extra(&["--phase-a-rates", "2"]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("only the rates 2 in this sweep's launches"),
+        "{e}"
+    );
+    for c in ["plain", "noop_connector"] {
+        assert!(
+            e.contains(&format!(
+                "{c} l0 stage A: skipped: its own plan holds none of this sweep's 1 cells"
+            )),
+            "{e}"
+        );
+    }
+    let after: Vec<_> = first.iter().map(|d| tree(d)).collect();
+    assert!(before == after, "the first launches are untouched");
+    let dirs = run_dirs(&out);
+    assert_eq!(dirs.len(), 4, "{dirs:?}");
+    for d in dirs.iter().filter(|d| !first.contains(d)) {
+        let rc = config_of(d);
+        assert_eq!(rc.launch, 1, "{d:?}");
+        let planned: Vec<f64> = rc.cells.iter().map(|c| c.cell.rate).collect();
+        assert_eq!(planned, [2.0]);
+        let ran: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(ran, ["A/r2_i512_o32"], "{d:?}");
+    }
+    for d in &dirs {
+        assert!(!d.join("superseded").exists(), "{d:?}");
+    }
+    let snapshot: Vec<_> = dirs.iter().map(|d| tree(d)).collect();
+    let o = args(&extra(&[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(run_dirs(&out), dirs, "no new launch");
+    let again: Vec<_> = dirs.iter().map(|d| tree(d)).collect();
+    assert!(snapshot == again, "nothing reran");
+}
+
 /// `plain_on_every_machine = false`: a root whose plain launch has no recorded machine (another
 /// machine, for the rule) gets no anchor.
 #[test]

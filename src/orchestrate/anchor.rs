@@ -9,7 +9,9 @@
 //!
 //! The rule, per stage (Phase A; Phase B, whose launches also carry B'): when this invocation
 //! will run a non-plain launch of the stage, the results root holds no plain launch of the stage
-//! recorded on this machine (a launch without a `machine_id` counts as another machine), and
+//! recorded on this machine whose own plan holds some of the sweep's cells (a launch without a
+//! `machine_id` counts as another machine; one made before rates were added to the profile
+//! measured none of a `--phase-a-rates` sweep's), and
 //! the plan runs no plain launch of the stage here (a calibration round is one), one plain launch
 //! is added: the **anchor**. It runs first (at the head of the least busy slot's queue of the
 //! stage's launches), so an interrupted stretch still has it.
@@ -47,6 +49,11 @@ pub(crate) struct Found {
     pub here: bool,
     /// Every planned cell complete (or kept as capped).
     pub done: bool,
+    /// Its own plan holds some of the stage's cells in this sweep. One that does not (made
+    /// before rates were added to the profile, or by a `--phase-a-rates` sweep of other rates)
+    /// measured nothing this sweep pairs with: it is not this machine's plain for these cells,
+    /// but its index stays taken.
+    pub measures: bool,
 }
 
 /// What the stage's plan does, as far as the rule cares.
@@ -91,10 +98,10 @@ pub(crate) fn decide(
 ) -> Vec<Anchor> {
     let mut out: Vec<Anchor> = found
         .iter()
-        .filter(|f| f.here && !f.done && !planned.plain.contains(&f.launch))
+        .filter(|f| f.here && f.measures && !f.done && !planned.plain.contains(&f.launch))
         .map(|f| Anchor::Resume(f.launch))
         .collect();
-    if planned.other_runs && !planned.plain_runs && !found.iter().any(|f| f.here) {
+    if planned.other_runs && !planned.plain_runs && !found.iter().any(|f| f.here && f.measures) {
         let mut used: BTreeSet<u32> = found
             .iter()
             .map(|f| f.launch)
@@ -139,7 +146,7 @@ pub(crate) fn add(
                 &cells(u),
                 ctx.rerun_capped
             ),
-            Todo::Done { .. }
+            Todo::Done { .. } | Todo::Outside
         )
     };
     let plain_unit = |launch: u32| Unit {
@@ -149,10 +156,19 @@ pub(crate) fn add(
         calibration: false,
         anchor: None,
     };
+    // [`Found::measures`].
+    let measures_these = |rc: &RunConfig| {
+        let own: BTreeSet<String> = rc.cells.iter().map(resume::key).collect();
+        own.is_empty()
+            || cells(&plain_unit(rc.launch))
+                .iter()
+                .any(|c| own.contains(&resume::key(c)))
+    };
     let found: Vec<Found> = runs
         .iter()
         .filter(|(_, rc)| rc.config == "plain" && resume::run_stage(rc) == stage)
         .map(|(_, rc)| Found {
+            measures: measures_these(rc),
             launch: rc.launch,
             here: on_machine(rc, &machine),
             done: !left(&plain_unit(rc.launch)),
@@ -254,7 +270,12 @@ mod tests {
     /// The root's plain launches given as (index, where, state).
     fn found(v: &[(u32, bool, bool)]) -> Vec<Found> {
         v.iter()
-            .map(|&(launch, here, done)| Found { launch, here, done })
+            .map(|&(launch, here, done)| Found {
+                launch,
+                here,
+                done,
+                measures: true,
+            })
             .collect()
     }
 
@@ -291,6 +312,35 @@ mod tests {
             d(&[], &planned(&[], false, true), 2),
             vec![Anchor::New(2, None)]
         );
+    }
+
+    /// A plain launch here whose own plan holds none of the sweep's cells (rates 2-8 before a
+    /// `--phase-a-rates 0.5,1` sweep) is no anchor for them: a new one comes, at an index above
+    /// every plain launch of the root (theirs stay taken); an incomplete one of them is not
+    /// resumed (nothing of this sweep is in it).
+    #[test]
+    fn a_plain_launch_of_other_cells_is_no_anchor_for_these() {
+        let plan = planned(&[0], false, true);
+        let other = |launch, done| Found {
+            launch,
+            here: HERE,
+            done,
+            measures: false,
+        };
+        let root = vec![other(0, DONE), other(1, LEFT), other(2, DONE)];
+        assert_eq!(
+            decide(&root, &plan, Shard::WHOLE, 0, 1, false),
+            vec![Anchor::New(3, None)]
+        );
+        // With one that measures these cells here: none.
+        let mut with = root.clone();
+        with.push(Found {
+            launch: 4,
+            here: HERE,
+            done: DONE,
+            measures: true,
+        });
+        assert!(decide(&with, &plan, Shard::WHOLE, 0, 1, false).is_empty());
     }
 
     /// `--plain-last`: a new anchor comes with a closing launch at the next free index (l1 and

@@ -36,6 +36,14 @@ pub(crate) fn run(
             );
             return Ok(Outcome::AlreadyDone);
         }
+        Todo::Outside => {
+            eprintln!(
+                "[ctax] {config} l{launch} stage {stage}: skipped: its own plan holds none of this \
+                 sweep's {} cells (a launch that exists is never extended)",
+                cells.len()
+            );
+            return Ok(Outcome::AlreadyDone);
+        }
         Todo::Done { capped } => {
             eprintln!(
                 "[ctax] {config} l{launch} stage {stage}: skipped: {} of {} cells complete, {capped} \

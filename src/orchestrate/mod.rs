@@ -120,6 +120,18 @@ pub struct RunArgs {
     /// pool launches run in different orders).
     #[arg(long, value_name = "RATES", value_delimiter = ',')]
     pub phase_a_order: Option<Vec<f64>>,
+    /// Phase A: plan only these of the profile's `phase_a.rates` in this sweep, in this order
+    /// (`0.5,1`): new launches run them alone. Extends a root's ladder without rerunning it:
+    /// add the rates to the profile (`--force-profile`) and run them in new launches. A launch
+    /// that exists is never extended by a later plan (only the cells its own `config.json`
+    /// planned are resumed), so the root's earlier launches stay as they ran.
+    #[arg(
+        long,
+        value_name = "RATES",
+        value_delimiter = ',',
+        conflicts_with = "phase_a_order"
+    )]
+    pub phase_a_rates: Option<Vec<f64>>,
     /// Print the launches this run would start, in order per slot (anchors, closing plains,
     /// launches to resume, complete launches skipped), and exit: no server, no pre-flight, no
     /// file written. Phase B uses the root's reference_rates.json as it is now.
@@ -335,9 +347,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !shard.is_whole() {
         eprintln!("[ctax] shard {shard}: this host runs its part of the plan");
     }
-    let phase_a_rates = match &args.phase_a_order {
-        Some(o) => plan::rates_in_order(&p.phase_a.rates, o)?,
-        None => p.phase_a.rates.clone(),
+    let phase_a_rates = match (&args.phase_a_order, &args.phase_a_rates) {
+        (Some(o), _) => plan::rates_in_order(&p.phase_a.rates, o)?,
+        (None, Some(only)) => plan::rates_subset(&p.phase_a.rates, only)?,
+        (None, None) => p.phase_a.rates.clone(),
     };
     let phase_b_first = args
         .phase_b_first
@@ -415,16 +428,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Stage 1.
     let mut failed: BTreeSet<String> = BTreeSet::new();
     if !skip(1) {
-        match &args.phase_a_order {
-            Some(_) => eprintln!(
+        let listed = || {
+            phase_a_rates
+                .iter()
+                .map(|&r| ctax_schema::fmt_rate(r))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match (&args.phase_a_order, &args.phase_a_rates) {
+            (Some(_), _) => eprintln!(
                 "[ctax] stage 1: Phase A, rates in the order {} in every launch",
-                phase_a_rates
-                    .iter()
-                    .map(|&r| ctax_schema::fmt_rate(r))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                listed()
             ),
-            None => eprintln!("[ctax] stage 1: Phase A"),
+            (None, Some(_)) => eprintln!(
+                "[ctax] stage 1: Phase A, only the rates {} in this sweep's launches",
+                listed()
+            ),
+            (None, None) => eprintln!("[ctax] stage 1: Phase A"),
         }
         let a = &ctx.profile.phase_a;
         let cells: Vec<PlannedCell> = phase_a_rates

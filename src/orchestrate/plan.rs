@@ -248,10 +248,54 @@ pub(crate) fn rates_in_order(rates: &[f64], order: &[f64]) -> anyhow::Result<Vec
     Ok(order.to_vec())
 }
 
+/// `--phase-a-rates RATES`: some of the profile's Phase A rates, each once, in the order given.
+pub(crate) fn rates_subset(rates: &[f64], only: &[f64]) -> anyhow::Result<Vec<f64>> {
+    let listed = |r: &[f64]| {
+        r.iter()
+            .map(|&x| ctax_schema::fmt_rate(x))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    anyhow::ensure!(!only.is_empty(), "--phase-a-rates names no rate");
+    for (i, &r) in only.iter().enumerate() {
+        anyhow::ensure!(
+            rates.iter().any(|&x| (x - r).abs() < 1e-9),
+            "--phase-a-rates {}: {} is not one of the profile's Phase A rates ({}); add it to the profile (--force-profile) first",
+            listed(only),
+            ctax_schema::fmt_rate(r),
+            listed(rates)
+        );
+        anyhow::ensure!(
+            !only[..i].iter().any(|&x| (x - r).abs() < 1e-9),
+            "--phase-a-rates {}: {} is named twice",
+            listed(only),
+            ctax_schema::fmt_rate(r)
+        );
+    }
+    Ok(only.to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::{BTreeMap, BTreeSet};
+
+    /// Some of the profile's rates, in the order given; a rate outside the profile, one named
+    /// twice and an empty list are refused.
+    #[test]
+    fn phase_a_rates_name_some_of_the_profiles_rates_once() {
+        let rates = [0.5, 1.0, 2.0, 4.0, 6.0, 8.0];
+        assert_eq!(rates_subset(&rates, &[1.0, 0.5]).unwrap(), vec![1.0, 0.5]);
+        assert_eq!(rates_subset(&rates, &[8.0]).unwrap(), vec![8.0]);
+        let e = rates_subset(&rates, &[0.5, 16.0]).unwrap_err().to_string();
+        assert!(
+            e.contains("16 is not one of the profile's Phase A rates (0.5, 1, 2, 4, 6, 8)"),
+            "{e}"
+        );
+        let e = rates_subset(&rates, &[1.0, 1.0]).unwrap_err().to_string();
+        assert!(e.contains("1 is named twice"), "{e}");
+        assert!(rates_subset(&rates, &[]).is_err());
+    }
 
     /// The archive's rates 2, 4, 6, 8 with ref_safe last; a rate not in the profile, one named
     /// twice and one left out are refused with the profile's list.

@@ -3,7 +3,9 @@
 //! they are complete, or that `max_cell_s` stopped them (an overload, which a rerun would
 //! reproduce at the same cost; `--rerun-capped` reruns them too). A launch with cells left is
 //! relaunched in the same run directory and reruns only those cells; their old files move to
-//! `superseded/<stamp>/` (kept, not ingested).
+//! `superseded/<stamp>/` (kept, not ingested). Cells left are those of the sweep's plan that the
+//! launch's own `config.json` planned: a plan that grew since (rates or shapes added to the
+//! profile) never extends a launch that exists; new launches run the new cells.
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +18,9 @@ use super::server::unix_ms;
 pub(crate) enum Todo {
     /// Every planned cell is complete, or capped and kept (how many were capped).
     Done { capped: usize },
+    /// The launch exists and its own plan holds none of the sweep's cells (a plan that grew
+    /// since it ran, or `--phase-a-rates`): nothing to run in it.
+    Outside,
     /// A new run directory (nothing ran yet).
     Fresh(Vec<PlannedCell>),
     /// Rerun these cells in an existing run directory.
@@ -110,10 +115,24 @@ pub(crate) fn todo_in(
     cells: &[PlannedCell],
     rerun_capped: bool,
 ) -> Todo {
-    let Some((dir, _)) = find_run(runs, config, launch, stage) else {
+    let Some((dir, rc)) = find_run(runs, config, launch, stage) else {
         return Todo::Fresh(cells.to_vec());
     };
     let dir = dir.clone();
+    // A launch keeps the plan it started with: cells a later plan adds (a rate added to the
+    // profile, `--phase-a-rates`) are not run in it, so its cells stay where they ran (one
+    // server, its own order). A config.json without planned cells (none is known) keeps the
+    // sweep's plan.
+    let own: std::collections::BTreeSet<String> = rc.cells.iter().map(key).collect();
+    let cells: Vec<PlannedCell> = cells
+        .iter()
+        .filter(|c| own.is_empty() || own.contains(&key(c)))
+        .cloned()
+        .collect();
+    if cells.is_empty() {
+        return Todo::Outside;
+    }
+    let cells = &cells[..];
     let summary = read_summary(&dir);
     let health = |c: &PlannedCell| summary.cells.get(&key(c));
     let kept =

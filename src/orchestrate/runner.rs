@@ -133,6 +133,9 @@ fn print_stage(
                     ctx.rerun_capped,
                 ) {
                     Todo::Done { .. } => "complete, skipped".to_owned(),
+                    Todo::Outside => {
+                        "skipped: its own plan holds none of this sweep's cells".to_owned()
+                    }
                     Todo::Fresh(c) => format!("would launch ({} cells)", c.len()),
                     Todo::Resume(dir, c) => match super::skeleton::refuse_resume(&dir) {
                         Ok(()) => format!(
