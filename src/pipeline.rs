@@ -50,9 +50,21 @@ pub fn evaluate(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(Analysis
     let mut verdicts = verdicts::evaluate(&analysis, ds);
     // The first pass's samples go before the second pass extracts its own.
     let result = analysis.into_result();
-    verdicts.without_episodes =
-        verdicts::sensitivity::without_episodes(ds, opts, &result.summary.episodes)
-            .context("the analysis without the launch-cells slow episodes name")?;
+    let mut result = result;
+    // A side line: if it cannot be computed, the report says so and the verdicts stand.
+    verdicts.without_episodes = match verdicts::sensitivity::without_episodes(
+        ds,
+        opts,
+        &result.summary.episodes,
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            result.summary.warnings.push(format!(
+                    "H1-H6 without the launch-cells that slow episodes name could not be computed: {e:#}"
+                ));
+            None
+        }
+    };
     Ok((result, verdicts))
 }
 

@@ -144,8 +144,10 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
     analyze_leaving_out(ds, opts, &BTreeSet::new())
 }
 
-/// [`analyze`] as if the launches in `without` had not measured those cells (their records
-/// read by no statistic; every other launch-cell as in [`analyze`]). Such a rerun is read for
+/// [`analyze`] as if the request files of the launch-cells in `without` were absent: their
+/// records reach no statistic, every other launch-cell is read as in [`analyze`]. (The launch's
+/// run summary still places its other cells, so a left-out cell keeps counting in the place of
+/// the cells after it, as it ran.) Such a rerun is read for
 /// its verdicts ([`crate::verdicts::sensitivity`]), so it skips the launch-noise screen's
 /// leave-one-machine-out pass, which only words a warning.
 pub(crate) fn analyze_leaving_out(

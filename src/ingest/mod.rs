@@ -122,7 +122,7 @@ pub struct Dataset {
     pub warnings: Vec<String>,
     /// What each real run's server logs say about its engine, read on first use
     /// ([`Dataset::engine_facts`]) and kept: an analysis run twice (the verdicts' sensitivity
-    /// pass) reads the logs once.
+    /// pass) reads the logs once. Never refreshed: `runs` is not changed after loading.
     engine: OnceLock<BTreeMap<String, engine_log::EngineFacts>>,
 }
 

@@ -60,7 +60,7 @@ pub struct Verdicts {
     /// tax verdict's reason says so.
     #[serde(default)]
     pub unstable: bool,
-    /// H1–H6 again without the launch-cells slow episodes name (a sensitivity line; the
+    /// H1–H6 again without the launch-cells that slow episodes name (a sensitivity line; the
     /// verdicts above are the reported ones): [`super::sensitivity`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub without_episodes: Option<super::sensitivity::WithoutEpisodes>,

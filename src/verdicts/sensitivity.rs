@@ -27,7 +27,7 @@ pub struct LeftOut {
     pub cell: LaunchCell,
 }
 
-/// `verdicts.json` `without_episodes`: H1–H6 without the launch-cells slow episodes name.
+/// `verdicts.json` `without_episodes`: H1–H6 without the launch-cells that slow episodes name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WithoutEpisodes {
     pub left_out: Vec<LeftOut>,
@@ -62,7 +62,8 @@ pub(crate) fn without_episodes(
         })
         .collect();
     let set: BTreeSet<LaunchCell> = left_out.iter().map(|l| l.cell.clone()).collect();
-    // No hypothesis reads the pooled inter-token gaps.
+    // No hypothesis reads the pooled inter-token gaps (the per-cell ITL quantiles of the
+    // rerun's summary, which is not kept).
     let opts = AnalyzeOptions {
         skip_itl: true,
         ..opts.clone()

@@ -5,7 +5,7 @@
 //! One module per report section, in page order: [`overview`] (at a glance, degradation, with
 //! [`coverage`]: what of the seed's plan was measured),
 //! [`verdicts`], [`figures`], [`taxes`] (with [`machines`], [`episodes`] and [`sensitivity`]:
-//! H1–H6 without the launch-cells slow episodes name), [`cells`], [`accounting`], [`conventions`],
+//! H1–H6 without the launch-cells that slow episodes name), [`cells`], [`accounting`], [`conventions`],
 //! [`provenance`].
 
 mod accounting;
@@ -73,7 +73,7 @@ pub(crate) struct ReportView {
     pub episodes: Vec<episodes::EpisodeView>,
     /// The slow-episode rule in words, from its constants.
     pub episodes_rule: String,
-    /// H1–H6 without the launch-cells slow episodes name, beside the reported ones.
+    /// H1–H6 without the launch-cells that slow episodes name, beside the reported ones.
     pub sensitivity: Option<sensitivity::SensitivityView>,
     /// Which launches ran on which machine, and the machine-effect tests.
     pub machines: machines::MachinesView,

@@ -1,4 +1,4 @@
-//! H1–H6 without the launch-cells slow episodes name ([`crate::verdicts::sensitivity`]), beside
+//! H1–H6 without the launch-cells that slow episodes name ([`crate::verdicts::sensitivity`]), beside
 //! the reported ones: a table under Slow episodes and one line in Verdicts.
 
 use crate::analysis::model::AnalysisResult;
@@ -90,7 +90,7 @@ pub(super) fn view(r: &AnalysisResult, v: &Verdicts) -> Option<SensitivityView> 
         changed.join("; ")
     };
     let summary =
-        format!("Without {cells} slow episodes name ({left_out}): {verdicts}. {unstable}");
+        format!("Without {cells} that slow episodes name ({left_out}): {verdicts}. {unstable}");
     Some(SensitivityView {
         left_out,
         unstable,
