@@ -76,13 +76,32 @@ pub(super) fn gaps(r: &AnalysisResult) -> Vec<String> {
             .copied()
             .filter(|s| !rates.iter().any(|m| (m - s).abs() < 1e-9))
             .collect();
-        if !missing.is_empty() {
+        // The seed skips the rates above a config's saturation: a missing rate above every
+        // config's saturation rate is not a gap (each config with Phase A data saturated, at a
+        // measured rate below it).
+        let sat = &r.summary.reference_rates.saturation_rate;
+        let top = (!sat.is_empty() && sat.values().all(Option::is_some))
+            .then(|| sat.values().flatten().copied().fold(f64::MIN, f64::max));
+        let (above, below): (Vec<f64>, Vec<f64>) =
+            missing.iter().partition(|&&x| top.is_some_and(|t| x > t));
+        if !below.is_empty() {
+            let beyond = match top.filter(|_| !above.is_empty()) {
+                Some(t) => format!(
+                    "; {} req/s {} above every config's saturation rate (at most {} req/s), \
+                     which the seed's plan skips",
+                    list(&above, |x| fmt::rate(*x)),
+                    if above.len() == 1 { "lies" } else { "lie" },
+                    fmt::rate(t)
+                ),
+                None => String::new(),
+            };
             out.push(format!(
-                "Phase A measured {} req/s of the seed's ladder {} req/s (not {} req/s): the \
-                 saturation rates, ref_safe, ref_load and figures 1-3 rest on the measured rates only.",
+                "Phase A measured {} req/s of the seed's ladder {} req/s (not {} req/s{beyond}): \
+                 the saturation rates, ref_safe, ref_load and figures 1-3 rest on the measured \
+                 rates only.",
                 list(&rates, |x| fmt::rate(*x)),
                 list(&seed.phase_a.rates, |x| fmt::rate(*x)),
-                list(&missing, |x| fmt::rate(*x)),
+                list(&below, |x| fmt::rate(*x)),
             ));
         }
         let shapes: BTreeSet<(u32, u32)> = measured(r, Phase::A)
