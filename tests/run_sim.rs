@@ -696,7 +696,7 @@ fn a_machine_without_plain_runs_an_anchor_plain_launch_first() {
     assert!(o.status.success(), "{}", stderr(&o));
     let boot: String = boot_id().chars().take(8).collect();
     let line = format!(
-        "plain l1 stage A: anchor for this machine (boot {boot}): no plain launch of Phase A ran here yet"
+        "plain l1 stage A: anchor for this machine (boot {boot}): no plain launch of Phase A here measured this sweep's cells yet"
     );
     assert!(stderr(&o).contains(&line), "{}", stderr(&o));
     let (rows, ids) = phase_a_rows(&out);
@@ -880,7 +880,8 @@ fn phase_a_order_runs_the_rates_in_that_order() {
 }
 
 /// The ladder grows in new launches: a root measured at 4, 8, 16 req/s, then the profile with
-/// 2 req/s added (`--force-profile`) and `--phase-a-rates 2 --launches 2`: plain l1 and
+/// 2 req/s added (`--force-profile`); a resume of a cell l0 owes (`--phase-a-rates 8,16`) keeps
+/// l0's own plan in its config.json; then `--phase-a-rates 2 --launches 2`: plain l1 and
 /// noop_connector l1 run the 2 req/s cell alone, and l0 of both stay byte for byte as they ran
 /// (never extended: nothing superseded). The same command without `--phase-a-rates` then has
 /// nothing left: each launch is complete in its own plan. A rate outside the profile is refused
@@ -895,7 +896,6 @@ fn the_ladder_grows_in_new_launches_and_old_ones_are_never_extended() {
     assert!(o.status.success(), "{}", stderr(&o));
     let first = run_dirs(&out);
     assert_eq!(first.len(), 2);
-    let before: Vec<_> = first.iter().map(|d| tree(d)).collect();
     let wider_dir = tmp.path().join("wider");
     std::fs::create_dir_all(&wider_dir).unwrap();
     let wider = profile(
@@ -926,6 +926,49 @@ fn the_ladder_grows_in_new_launches_and_old_ones_are_never_extended() {
         stderr(&o)
     );
     assert_eq!(run_dirs(&out), first, "nothing started");
+    // A resume keeps the launch's own plan: noop_connector l0's 8 req/s cell, made incomplete,
+    // is resumed by a sweep of 8 and 16 req/s alone, and its config.json still plans 4, 8, 16
+    // (were it narrowed to 8, 16, a later sweep would never rerun a 4 req/s cell it owed).
+    let noop0 = first
+        .iter()
+        .find(|d| config_of(d).config == "noop_connector")
+        .unwrap()
+        .clone();
+    mark_incomplete(
+        &noop0.join("summary.json"),
+        "A/r8_i512_o32",
+        "test: cut short",
+    );
+    let rates_of =
+        |d: &Path| -> Vec<f64> { config_of(d).cells.iter().map(|c| c.cell.rate).collect() };
+    let o = args(
+        &[
+            PLAIN_NOOP_A
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<_>>(),
+            [
+                "--force-profile",
+                "--launches",
+                "1",
+                "--phase-a-rates",
+                "8,16",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("noop_connector l0 stage A: resuming 1 of 2 cells"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(rates_of(&noop0), [4.0, 8.0, 16.0]);
+    assert_eq!(run_dirs(&out), first, "no new launch");
+    let before: Vec<_> = first.iter().map(|d| tree(d)).collect();
     let o = args(&extra(&["--phase-a-rates", "2"]));
     assert!(o.status.success(), "{}", stderr(&o));
     let e = stderr(&o);
@@ -953,12 +996,19 @@ fn the_ladder_grows_in_new_launches_and_old_ones_are_never_extended() {
         let ran: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
         assert_eq!(ran, ["A/r2_i512_o32"], "{d:?}");
     }
-    for d in &dirs {
+    // Nothing superseded by the ladder (noop_connector l0's superseded/ is its resume's, and its
+    // tree is unchanged since).
+    for d in dirs.iter().filter(|d| **d != noop0) {
         assert!(!d.join("superseded").exists(), "{d:?}");
     }
     let snapshot: Vec<_> = dirs.iter().map(|d| tree(d)).collect();
     let o = args(&extra(&[]));
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("noop_connector l0 stage A: all 3 cells complete, skipped"),
+        "{}",
+        stderr(&o)
+    );
     assert_eq!(run_dirs(&out), dirs, "no new launch");
     let again: Vec<_> = dirs.iter().map(|d| tree(d)).collect();
     assert!(snapshot == again, "nothing reran");

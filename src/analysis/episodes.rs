@@ -255,9 +255,11 @@ pub(crate) fn find(
 /// start, `t_ns` the steps' starts, `dur_us` their durations, side by side, all inside the
 /// window), set on each span, and of those that started in the rest of the window, returned with
 /// their count. `None` (nothing set) without steps. Time-weighted, because a stretch of few
-/// long steps (1.1–1.9 s each in lmcache_only l3's) is framed by many short ones that a plain
-/// median would report. Steps that ran long say the stretch was the engine's; steps that did not
-/// point elsewhere (the front end, the network, a queue).
+/// long steps (durations of 1.1–1.9 s in lmcache_only l3's) is framed by many short ones that
+/// a plain median would report. Consecutive steps overlap, so durations are not wall time owned
+/// by one step; the comparison inside against outside a stretch holds. Steps that ran long say
+/// the stretch was the engine's; steps that did not point elsewhere (the front end, the
+/// network, a queue).
 pub(crate) fn step_evidence(
     spans: &mut [Span],
     t_ns: &[u64],

@@ -9,9 +9,9 @@
 //!
 //! The rule, per stage (Phase A; Phase B, whose launches also carry B'): when this invocation
 //! will run a non-plain launch of the stage, the results root holds no plain launch of the stage
-//! recorded on this machine whose own plan holds some of the sweep's cells (a launch without a
-//! `machine_id` counts as another machine; one made before rates were added to the profile
-//! measured none of a `--phase-a-rates` sweep's), and
+//! recorded on this machine whose own plan holds every cell of the sweep's plain plan (a launch
+//! without a `machine_id` counts as another machine; one made before rates were added to the
+//! profile lacks the new ones, and the taxes pair per machine and cell), and
 //! the plan runs no plain launch of the stage here (a calibration round is one), one plain launch
 //! is added: the **anchor**. It runs first (at the head of the least busy slot's queue of the
 //! stage's launches), so an interrupted stretch still has it.
@@ -49,9 +49,10 @@ pub(crate) struct Found {
     pub here: bool,
     /// Every planned cell complete (or kept as capped).
     pub done: bool,
-    /// Its own plan holds some of the stage's cells in this sweep. One that does not (made
+    /// Its own plan holds every cell of plain's plan in this sweep. One that does not (made
     /// before rates were added to the profile, or by a `--phase-a-rates` sweep of other rates)
-    /// measured nothing this sweep pairs with: it is not this machine's plain for these cells,
+    /// leaves some of the cells this machine's launches will run without a plain launch to pair
+    /// with (taxes pair per machine and cell): it is not this machine's plain for this sweep,
     /// but its index stays taken.
     pub measures: bool,
 }
@@ -157,13 +158,7 @@ pub(crate) fn add(
         anchor: None,
     };
     // [`Found::measures`].
-    let measures_these = |rc: &RunConfig| {
-        let own: BTreeSet<String> = rc.cells.iter().map(resume::key).collect();
-        own.is_empty()
-            || cells(&plain_unit(rc.launch))
-                .iter()
-                .any(|c| own.contains(&resume::key(c)))
-    };
+    let measures_these = |rc: &RunConfig| measures(&rc.cells, &cells(&plain_unit(rc.launch)));
     let found: Vec<Found> = runs
         .iter()
         .filter(|(_, rc)| rc.config == "plain" && resume::run_stage(rc) == stage)
@@ -219,7 +214,8 @@ pub(crate) fn add(
             Anchor::New(k, last) => (
                 k,
                 format!(
-                    "anchor for this machine ({boot}): no plain launch of {phase} ran here yet"
+                    "anchor for this machine ({boot}): no plain launch of {phase} here measured \
+                     this sweep's cells yet"
                 ),
                 last,
             ),
@@ -240,6 +236,14 @@ pub(crate) fn add(
             block.queues[slot].push(unit(slot, l, note));
         }
     }
+}
+
+/// [`Found::measures`]: a plain launch's own plan `own` holds every cell of `sweep` (plain's
+/// plan in this sweep). A plan not recorded (empty) is taken to hold them, as before plans
+/// were compared.
+fn measures(own: &[PlannedCell], sweep: &[PlannedCell]) -> bool {
+    let own: BTreeSet<String> = own.iter().map(resume::key).collect();
+    own.is_empty() || sweep.iter().all(|c| own.contains(&resume::key(c)))
 }
 
 /// Whether `rc` was recorded on the machine with boot id `machine` (no recorded id: another).
@@ -314,10 +318,39 @@ mod tests {
         );
     }
 
-    /// A plain launch here whose own plan holds none of the sweep's cells (rates 2-8 before a
-    /// `--phase-a-rates 0.5,1` sweep) is no anchor for them: a new one comes, at an index above
-    /// every plain launch of the root (theirs stay taken); an incomplete one of them is not
-    /// resumed (nothing of this sweep is in it).
+    /// By cell keys: a plan holding every cell of the sweep's measures them; one missing a rate
+    /// (2-8 against 0.5-8), or holding only some (2 against 2 and 4), does not; an unrecorded
+    /// plan does.
+    #[test]
+    fn a_plain_launch_measures_the_sweep_when_its_plan_holds_every_cell() {
+        let cell = |rate: f64| -> PlannedCell {
+            serde_json::from_value(serde_json::json!({
+                "phase": "A",
+                "cell": {"rate": rate, "input_len": 4096, "output_len": 256},
+                "arrival": "fixed",
+                "duration_s": 40.0,
+                "warmup_s": 5.0,
+                "min_completed": 80,
+                "max_cell_s": 150.0,
+                "inflight_cap": 256,
+                "seed": 1
+            }))
+            .expect("a planned cell")
+        };
+        let cells = |r: &[f64]| r.iter().map(|&x| cell(x)).collect::<Vec<_>>();
+        assert!(measures(&cells(&[2.0, 4.0, 6.0, 8.0]), &cells(&[4.0, 2.0])));
+        assert!(!measures(
+            &cells(&[2.0, 4.0, 6.0, 8.0]),
+            &cells(&[0.5, 1.0, 2.0])
+        ));
+        assert!(!measures(&cells(&[2.0]), &cells(&[2.0, 4.0])));
+        assert!(measures(&[], &cells(&[0.5])));
+    }
+
+    /// A plain launch here whose own plan lacks some of the sweep's cells (rates 2-8 before a
+    /// `--phase-a-rates 0.5,1` sweep, or before the usual sweep of a profile grown to 0.5-8) is
+    /// no anchor for them: a new one comes, at an index above every plain launch of the root
+    /// (theirs stay taken); an incomplete one of them is not resumed.
     #[test]
     fn a_plain_launch_of_other_cells_is_no_anchor_for_these() {
         let plan = planned(&[0], false, true);

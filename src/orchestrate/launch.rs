@@ -29,28 +29,25 @@ pub(crate) fn run(
     let started = unix_ms();
     let (dir, todo) = match resume::todo(&ctx.root, config, launch, stage, cells, ctx.rerun_capped)
     {
-        Todo::Done { capped: 0 } => {
-            eprintln!(
-                "[ctax] {config} l{launch} stage {stage}: all {} cells complete, skipped",
-                cells.len()
-            );
+        Todo::Done { capped: 0, of } => {
+            eprintln!("[ctax] {config} l{launch} stage {stage}: all {of} cells complete, skipped");
             return Ok(Outcome::AlreadyDone);
         }
         Todo::Outside => {
             eprintln!(
                 "[ctax] {config} l{launch} stage {stage}: skipped: its own plan holds none of this \
-                 sweep's {} cells (a launch that exists is never extended)",
+                 sweep's {} cells (a launch that exists is never extended: raise --launches to \
+                 run them in new launches)",
                 cells.len()
             );
             return Ok(Outcome::AlreadyDone);
         }
-        Todo::Done { capped } => {
+        Todo::Done { capped, of } => {
             eprintln!(
-                "[ctax] {config} l{launch} stage {stage}: skipped: {} of {} cells complete, {capped} \
+                "[ctax] {config} l{launch} stage {stage}: skipped: {} of {of} cells complete, {capped} \
                  stopped by max_cell_s (an overload; kept: a rerun would reproduce it, \
                  --rerun-capped measures them again)",
-                cells.len() - capped,
-                cells.len()
+                of - capped,
             );
             return Ok(Outcome::AlreadyDone);
         }
@@ -78,6 +75,13 @@ pub(crate) fn run(
         first.warmup_s = first.warmup_s.max(ctx.profile.launch_warmup_s);
     }
     std::fs::create_dir_all(&dir)?;
+    // config.json keeps the launch's own plan: a resume writes the cells the launch started
+    // with, not the sweep's (wider or narrower) plan, so later sweeps resume exactly what it
+    // still owes (resume::todo_in reads it).
+    let plan: Vec<PlannedCell> = resume::read_config(&dir)
+        .map(|rc| rc.cells)
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| cells.to_vec());
     let placement = slot.placement(unit.calibration);
     let rc = RunConfig {
         schema_version: SCHEMA_VERSION,
@@ -88,13 +92,13 @@ pub(crate) fn run(
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned(),
-        phases: cells
+        phases: plan
             .iter()
             .map(|c| c.phase)
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect(),
-        cells: cells.to_vec(),
+        cells: plan,
         model: profile::expand(&ctx.profile.server.model, &ctx.repo),
         served_model_name: ctx.profile.server.served_name.clone(),
         port: slot.api_port(),

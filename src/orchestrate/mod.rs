@@ -221,6 +221,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(c) = &args.configs {
         p.configs = c.clone();
     }
+    // The Phase A rates of this sweep, checked against the profile before the root is touched.
+    let phase_a_rates = match (&args.phase_a_order, &args.phase_a_rates) {
+        (Some(o), _) => plan::rates_in_order(&p.phase_a.rates, o),
+        (None, Some(only)) => plan::rates_subset(&p.phase_a.rates, only),
+        (None, None) => Ok(p.phase_a.rates.clone()),
+    }
+    .map_err(|e| UsageError(format!("{e:#}")))?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let root = args.out.clone();
     let dry = args.dry_run;
@@ -347,11 +354,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !shard.is_whole() {
         eprintln!("[ctax] shard {shard}: this host runs its part of the plan");
     }
-    let phase_a_rates = match (&args.phase_a_order, &args.phase_a_rates) {
-        (Some(o), _) => plan::rates_in_order(&p.phase_a.rates, o)?,
-        (None, Some(only)) => plan::rates_subset(&p.phase_a.rates, only)?,
-        (None, None) => p.phase_a.rates.clone(),
-    };
     let phase_b_first = args
         .phase_b_first
         .as_deref()

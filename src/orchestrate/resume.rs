@@ -16,8 +16,9 @@ use super::server::unix_ms;
 
 /// What is left of one launch.
 pub(crate) enum Todo {
-    /// Every planned cell is complete, or capped and kept (how many were capped).
-    Done { capped: usize },
+    /// Every planned cell is complete, or capped and kept (how many were capped, of how many of
+    /// the sweep's cells the launch's own plan holds).
+    Done { capped: usize, of: usize },
     /// The launch exists and its own plan holds none of the sweep's cells (a plan that grew
     /// since it ran, or `--phase-a-rates`): nothing to run in it.
     Outside,
@@ -143,7 +144,10 @@ pub(crate) fn todo_in(
             .iter()
             .filter(|c| health(c).is_some_and(|h| !h.complete))
             .count();
-        Todo::Done { capped }
+        Todo::Done {
+            capped,
+            of: cells.len(),
+        }
     } else {
         Todo::Resume(dir, left)
     }
