@@ -134,6 +134,25 @@ fn without_episodes_is_the_archive_without_those_request_files() {
     assert_eq!(w.hypotheses, v2.hypotheses);
     assert_eq!(w.unstable, v2.unstable);
     assert_eq!(w.reference_rates, a2.summary.reference_rates);
+    // The left-out config's taxes in the named cells that are tax cells (ref_safe / ref_load),
+    // and nothing else; each equals the reference's.
+    assert!(!w.taxes.is_empty());
+    for t in &w.taxes {
+        assert_eq!(t.config, "mooncake_both");
+        assert!(
+            expected
+                .iter()
+                .any(|(_, _, p, c)| *p == t.phase && *c == t.cell),
+            "{t:?}"
+        );
+        let reference = a2
+            .summary
+            .taxes
+            .iter()
+            .find(|x| x.config == t.config && x.context == t.context && x.cell == t.cell)
+            .expect("the reference has the tax");
+        assert_eq!(t, reference);
+    }
 
     // The stall raised mooncake_both's TTFT p90 at ref_safe, so H1 (its TTFT tax) reads lower
     // without it; the reported verdicts are the first pass's, untouched.
@@ -184,6 +203,7 @@ fn without_episodes_is_the_archive_without_those_request_files() {
     };
 
     let (v_hyp, w_hyp) = (v.hypotheses.clone(), w.hypotheses.clone());
+    let (v_taxes, w_taxes) = (a.summary.taxes.clone(), w.taxes.clone());
     // The report shows both columns with the verdicts' estimates, and says what the mark would
     // do without them.
     let out = tempfile::tempdir().unwrap();
@@ -219,6 +239,23 @@ fn without_episodes_is_the_archive_without_those_request_files() {
         assert!(md.contains(&row), "{row}\n{md}");
     }
     assert!(html.contains("<h4 id=\"taxes-episodes-without\">"));
+    assert!(html.contains("id=\"taxes-episodes-without-taxes\""));
+    let reported_tax = v_taxes
+        .iter()
+        .find(|x| x.config == w_taxes[0].config && x.context == w_taxes[0].context)
+        .unwrap();
+    let pct = |t: &connector_tax::analysis::model::TaxValue| {
+        connector_tax::report::fmt::md(&connector_tax::report::fmt::opt_estimate(
+            Some(&t.value),
+            "fraction",
+        ))
+    };
+    let tax_row = format!(
+        "| {} | {} |",
+        pct(reported_tax.ttft_p90.as_ref().unwrap()),
+        pct(w_taxes[0].ttft_p90.as_ref().unwrap())
+    );
+    assert!(md.contains(&tax_row), "{tax_row}\n{md}");
     assert!(html.contains("id=\"verdicts-sensitivity\""));
     // Without episodes, no section.
     let out2 = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Verdict;
 use crate::analysis::episodes::LaunchEpisodes;
+use crate::analysis::model::Tax;
 use crate::analysis::{self, AnalyzeOptions, LaunchCell};
 use crate::ingest::Dataset;
 
@@ -38,6 +39,10 @@ pub struct WithoutEpisodes {
     pub unstable: bool,
     /// The rerun's A/A taxes that exclude 0: `config Phase cell`.
     pub aa_detected: Vec<String>,
+    /// The rerun's taxes of the configs whose launch-cells were left out, in those cells (every
+    /// config's, where a plain launch-cell was): the taxes themselves without the episodes.
+    #[serde(default)]
+    pub taxes: Vec<Tax>,
 }
 
 /// The rerun, when the analysis names at least one launch-cell; `None` otherwise.
@@ -72,7 +77,6 @@ pub(crate) fn without_episodes(
     let v = super::evaluate(&rerun, ds);
     let s = &rerun.result.summary;
     Ok(Some(WithoutEpisodes {
-        left_out,
         reference_rates: s.reference_rates.clone(),
         hypotheses: v.hypotheses,
         unstable: v.unstable,
@@ -82,5 +86,18 @@ pub(crate) fn without_episodes(
             .filter(|a| a.unstable)
             .map(|a| format!("{} Phase {} {}", a.config, a.phase.tag(), a.cell))
             .collect(),
+        taxes: s
+            .taxes
+            .iter()
+            .filter(|t| {
+                left_out.iter().any(|l| {
+                    l.cell.phase == t.phase
+                        && l.cell.cell == t.cell
+                        && (l.config == t.config || l.config == "plain")
+                })
+            })
+            .cloned()
+            .collect(),
+        left_out,
     }))
 }

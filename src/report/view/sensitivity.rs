@@ -19,6 +19,18 @@ pub(crate) struct SensitivityRow {
     pub changed: bool,
 }
 
+/// A left-out config's taxes in the cell left out, as reported and without the episodes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TaxSensitivityRow {
+    pub config: String,
+    /// `A 2 req/s, 4096/256`.
+    pub cell: String,
+    pub ttft: String,
+    pub ttft_without: String,
+    pub tpot: String,
+    pub tpot_without: String,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SensitivityView {
     /// `mooncake_both l1 (A 6 req/s, 4096/256), …`.
@@ -28,6 +40,8 @@ pub(crate) struct SensitivityView {
     /// Set when the rerun's reference rates differ from the reported ones.
     pub rates: Option<String>,
     pub rows: Vec<SensitivityRow>,
+    /// The left-out configs' TTFT and TPOT p90 taxes in those cells, both ways.
+    pub taxes: Vec<TaxSensitivityRow>,
     /// One line for the Verdicts section.
     pub summary: String,
 }
@@ -91,11 +105,35 @@ pub(super) fn view(r: &AnalysisResult, v: &Verdicts) -> Option<SensitivityView> 
     };
     let summary =
         format!("Without {cells} that slow episodes name ({left_out}): {verdicts}. {unstable}");
+    let taxes = w
+        .taxes
+        .iter()
+        .map(|t| {
+            let reported = r.summary.taxes.iter().find(|x| {
+                x.config == t.config
+                    && x.context == t.context
+                    && x.phase == t.phase
+                    && x.cell == t.cell
+            });
+            let est = |v: Option<&crate::analysis::model::TaxValue>| {
+                fmt::opt_estimate(v.map(|x| &x.value), "fraction")
+            };
+            TaxSensitivityRow {
+                config: t.config.clone(),
+                cell: super::machines::cell_label(r, t.phase, &t.cell),
+                ttft: est(reported.and_then(|x| x.ttft_p90.as_ref())),
+                ttft_without: est(t.ttft_p90.as_ref()),
+                tpot: est(reported.and_then(|x| x.tpot_p90.as_ref())),
+                tpot_without: est(t.tpot_p90.as_ref()),
+            }
+        })
+        .collect();
     Some(SensitivityView {
         left_out,
         unstable,
         rates,
         rows,
+        taxes,
         summary,
     })
 }
@@ -177,6 +215,7 @@ mod tests {
             hypotheses: Vec::new(),
             unstable,
             aa_detected: aa.iter().map(|s| (*s).to_owned()).collect(),
+            taxes: Vec::new(),
         }
     }
 
