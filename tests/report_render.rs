@@ -1154,13 +1154,13 @@ fn an_injected_slow_stretch_is_named_with_the_p90_without_it() {
         // (synth's steps: 2 ms × lognormal(0.2)); the stretch's range reaches one median TTFT
         // (~1.5 s of 30/r s) past its last send, so its time-weighted median step is the
         // slowed one: 5× the rest of the window's, within the draws' spread.
-        let (inside, rest) = (s.step_ms.unwrap(), e.step_ms.unwrap());
+        let (inside, rest) = (s.evidence.step_ms.unwrap(), e.rest.step_ms.unwrap());
         assert!(
             (inside / rest - 5.0).abs() < 1.0,
             "{e:?}: {inside} vs {rest}"
         );
         assert!(
-            s.steps.unwrap() > 0 && e.steps.unwrap() > s.steps.unwrap(),
+            s.evidence.steps.unwrap() > 0 && e.rest.steps.unwrap() > s.evidence.steps.unwrap(),
             "{e:?}"
         );
     }

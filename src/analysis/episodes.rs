@@ -19,6 +19,7 @@
 //! reference rates Phase A found below saturation) and are read.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
@@ -49,21 +50,81 @@ pub struct Span {
     pub slow: usize,
     /// Median TTFT of the requests it spans (ms).
     pub ttft_median_ms: f64,
-    /// Median throughput (GB/s) of the LMCache stores the server logged from its first send to
-    /// its last send plus its median TTFT, when at least [`MIN_STORES`] were ([`attach_stores`]).
+    /// The server's own evidence from its first send to its last send plus its median TTFT
+    /// ([`Span::range`]).
+    #[serde(flatten)]
+    pub evidence: Evidence,
+}
+
+impl Span {
+    /// The stretch on a clock on which the measured window starts at `start` and a second is
+    /// `per_s` units: from its first send to its last send plus its median TTFT (when the
+    /// prefills of its requests ran).
+    fn range(&self, start: f64, per_s: f64) -> RangeInclusive<f64> {
+        start + self.from_s * per_s
+            ..=start + self.to_s * per_s + self.ttft_median_ms * (per_s / 1e3)
+    }
+}
+
+/// The server's own evidence over a stretch, or over the rest of its window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Median throughput (GB/s) of the LMCache stores the server logged there, when at least
+    /// [`MIN_STORES`] were ([`attach_stores`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_gbps: Option<f64>,
-    /// Stores counted in it; `None` when the launch's stores could not be placed on the
+    /// Stores counted there; `None` when the launch's stores could not be placed on the
     /// collector's clock (no store lines, no UTC offset, no window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stores: Option<usize>,
-    /// Median duration (ms) of the engine steps that started in it (from its first send to its
-    /// last send plus its median TTFT), when at least [`MIN_STEPS`] did ([`step_evidence`]).
+    /// Time-weighted median duration (ms) of the engine steps that started there, when at least
+    /// [`MIN_STEPS`] did ([`step_evidence`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_ms: Option<f64>,
-    /// Steps counted in it; `None` without step timing.
+    /// Steps counted there; `None` without step timing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<usize>,
+}
+
+impl Evidence {
+    /// `engine steps 1117 ms (59 steps)`, `LMCache stores 0.92 GB/s (37 stores)`: those of its
+    /// figures that `shown` (the rest of the window's, to compare with) also has.
+    fn words(&self, shown: &Evidence) -> Vec<String> {
+        let steps = match (self.step_ms, self.steps, shown.step_ms) {
+            (Some(d), Some(n), Some(_)) => Some(format!("engine steps {d:.0} ms ({n} steps)")),
+            _ => None,
+        };
+        let stores = match (self.store_gbps, self.stores, shown.store_gbps) {
+            (Some(g), Some(n), Some(_)) => Some(format!("LMCache stores {g:.2} GB/s ({n} stores)")),
+            _ => None,
+        };
+        [steps, stores].into_iter().flatten().collect()
+    }
+}
+
+/// The values of `events` (a time on the ranges' clock, a value) inside each of `ranges`, and
+/// those outside every range for which `in_rest` holds.
+fn split(
+    ranges: &[RangeInclusive<f64>],
+    events: &[(f64, f64)],
+    in_rest: impl Fn(f64) -> bool,
+) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let inside = ranges
+        .iter()
+        .map(|r| {
+            events
+                .iter()
+                .filter(|(t, _)| r.contains(t))
+                .map(|(_, v)| *v)
+                .collect()
+        })
+        .collect();
+    let rest = events
+        .iter()
+        .filter(|(t, _)| in_rest(*t) && !ranges.iter().any(|r| r.contains(t)))
+        .map(|(_, v)| *v)
+        .collect();
+    (inside, rest)
 }
 
 /// A stretch's store throughput is shown when at least this many stores fall in it.
@@ -94,19 +155,11 @@ pub struct LaunchEpisodes {
     /// Length of the measured window (s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_s: Option<f64>,
-    /// Median throughput (GB/s) of the LMCache stores logged in the rest of the cell's window
-    /// (from its start to its end plus the launch's median TTFT, outside every stretch), when
-    /// at least [`MIN_STORES`] were, and their count.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store_gbps: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stores: Option<usize>,
-    /// Median duration (ms) of the engine steps that started in the rest of the measured
-    /// window (outside every stretch), when at least [`MIN_STEPS`] did, and their count.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<usize>,
+    /// The server's own evidence over the rest of the cell's window, outside every stretch:
+    /// the stores logged from its start to its end plus the launch's median TTFT, the steps
+    /// that started in it.
+    #[serde(flatten)]
+    pub rest: Evidence,
 }
 
 impl LaunchEpisodes {
@@ -176,10 +229,7 @@ pub(crate) fn find_in_launch(send_ns: &[u64], ttft_ms: &[f64], start_ns: u64) ->
             requests: b - a + 1,
             slow: *k,
             ttft_median_ms: quantile(&ttft_ms[*a..=*b], 0.5).unwrap_or(f64::NAN),
-            store_gbps: None,
-            stores: None,
-            step_ms: None,
-            steps: None,
+            evidence: Evidence::default(),
         })
         .collect();
     Some(Found {
@@ -239,10 +289,11 @@ pub(crate) fn find(
                 spans: f.spans,
                 window_start_unix_ms,
                 window_s: l.window.map(|w| w.seconds()),
-                store_gbps: None,
-                stores: None,
-                step_ms: rest.and_then(|(ms, _)| ms),
-                steps: rest.map(|(_, n)| n),
+                rest: Evidence {
+                    step_ms: rest.and_then(|(ms, _)| ms),
+                    steps: rest.map(|(_, n)| n),
+                    ..Evidence::default()
+                },
             });
         }
     }
@@ -269,32 +320,25 @@ pub(crate) fn step_evidence(
     if t_ns.is_empty() || t_ns.len() != dur_us.len() {
         return None;
     }
-    let at = |s_from: f64| start_ns as f64 + s_from * 1e9;
-    let ranges: Vec<std::ops::RangeInclusive<f64>> = spans
+    let events: Vec<(f64, f64)> = t_ns
         .iter()
-        .map(|s| at(s.from_s)..=at(s.to_s) + s.ttft_median_ms * 1e6)
+        .zip(dur_us)
+        .map(|(t, d)| (*t as f64, d / 1e3))
         .collect();
+    let ranges: Vec<RangeInclusive<f64>> = spans
+        .iter()
+        .map(|s| s.range(start_ns as f64, 1e9))
+        .collect();
+    let (inside, rest) = split(&ranges, &events, |_| true);
     let median = |v: &[f64]| {
         (v.len() >= MIN_STEPS)
             .then(|| time_weighted_median(v))
             .flatten()
     };
-    for (s, r) in spans.iter_mut().zip(&ranges) {
-        let inside: Vec<f64> = t_ns
-            .iter()
-            .zip(dur_us)
-            .filter(|(t, _)| r.contains(&(**t as f64)))
-            .map(|(_, d)| d / 1e3)
-            .collect();
-        s.steps = Some(inside.len());
-        s.step_ms = median(&inside);
+    for (s, v) in spans.iter_mut().zip(&inside) {
+        s.evidence.steps = Some(v.len());
+        s.evidence.step_ms = median(v);
     }
-    let rest: Vec<f64> = t_ns
-        .iter()
-        .zip(dur_us)
-        .filter(|(t, _)| !ranges.iter().any(|r| r.contains(&(**t as f64))))
-        .map(|(_, d)| d / 1e3)
-        .collect();
     Some((median(&rest), rest.len()))
 }
 
@@ -349,34 +393,21 @@ pub(crate) fn attach_stores(
         ) else {
             continue;
         };
-        let unix =
-            |ev: &crate::ingest::engine_log::StoreEvent| (ev.local_ms - offset_s * 1000) as f64;
-        let spans: Vec<std::ops::RangeInclusive<f64>> = e
-            .spans
+        let events: Vec<(f64, f64)> = events
             .iter()
-            .map(|s| start + s.from_s * 1000.0..=start + s.to_s * 1000.0 + s.ttft_median_ms)
+            .map(|ev| ((ev.local_ms - offset_s * 1000) as f64, ev.gbps()))
             .collect();
-        let median = |v: &[f64]| (v.len() >= MIN_STORES).then(|| quantile(v, 0.5)).flatten();
-        for (s, r) in e.spans.iter_mut().zip(&spans) {
-            let inside: Vec<f64> = events
-                .iter()
-                .filter(|ev| r.contains(&unix(ev)))
-                .map(|ev| ev.gbps())
-                .collect();
-            s.stores = Some(inside.len());
-            s.store_gbps = median(&inside);
-        }
+        let ranges: Vec<RangeInclusive<f64>> =
+            e.spans.iter().map(|s| s.range(start, 1e3)).collect();
         let window = start..=start + window_s * 1000.0 + e.ttft_median_ms;
-        let rest: Vec<f64> = events
-            .iter()
-            .filter(|ev| {
-                let t = unix(ev);
-                window.contains(&t) && !spans.iter().any(|r| r.contains(&t))
-            })
-            .map(|ev| ev.gbps())
-            .collect();
-        e.stores = Some(rest.len());
-        e.store_gbps = median(&rest);
+        let (inside, rest) = split(&ranges, &events, |t| window.contains(&t));
+        let median = |v: &[f64]| (v.len() >= MIN_STORES).then(|| quantile(v, 0.5)).flatten();
+        for (s, v) in e.spans.iter_mut().zip(&inside) {
+            s.evidence.stores = Some(v.len());
+            s.evidence.store_gbps = median(v);
+        }
+        e.rest.stores = Some(rest.len());
+        e.rest.store_gbps = median(&rest);
     }
 }
 
@@ -387,40 +418,24 @@ impl LaunchEpisodes {
     /// steps 27 ms, LMCache stores 2.57 GB/s (66 stores)`. Engine steps are the time-weighted
     /// median duration of the steps that started there ([`step_evidence`]).
     pub(crate) fn spans_words(&self) -> String {
-        let steps = |ms: Option<f64>, n: Option<usize>| match (ms, n) {
-            (Some(d), Some(n)) => Some(format!("engine steps {d:.0} ms ({n} steps)")),
-            _ => None,
-        };
-        let stores = |g: Option<f64>, n: Option<usize>| match (g, n) {
-            (Some(g), Some(n)) => Some(format!("LMCache stores {g:.2} GB/s ({n} stores)")),
-            _ => None,
-        };
-        let rest: Vec<String> = [
-            steps(self.step_ms, self.steps),
-            stores(self.store_gbps, self.stores),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
         let mut parts: Vec<String> = self
             .spans
             .iter()
             .map(|s| {
                 // A stretch's figures only where the rest of the window has them to compare.
-                let evidence: String = [
-                    steps(s.step_ms, s.steps).filter(|_| self.step_ms.is_some()),
-                    stores(s.store_gbps, s.stores).filter(|_| self.store_gbps.is_some()),
-                ]
-                .into_iter()
-                .flatten()
-                .map(|x| format!(", {x}"))
-                .collect();
+                let evidence: String = s
+                    .evidence
+                    .words(&self.rest)
+                    .iter()
+                    .map(|x| format!(", {x}"))
+                    .collect();
                 format!(
                     "{:.1}–{:.1} s: {} of {} slow, median {:.0} ms{evidence}",
                     s.from_s, s.to_s, s.slow, s.requests, s.ttft_median_ms
                 )
             })
             .collect();
+        let rest = self.rest.words(&self.rest);
         if !rest.is_empty() {
             parts.push(format!("rest of the window: {}", rest.join(", ")));
         }
@@ -496,10 +511,7 @@ mod tests {
                 requests: 8,
                 slow: 8,
                 ttft_median_ms: 500.0,
-                store_gbps: None,
-                stores: None,
-                step_ms: None,
-                steps: None,
+                evidence: Evidence::default(),
             }]
         );
     }
@@ -574,17 +586,11 @@ mod tests {
                 requests: 21,
                 slow: 21,
                 ttft_median_ms: 500.0,
-                store_gbps: None,
-                stores: None,
-                step_ms: None,
-                steps: None,
+                evidence: Evidence::default(),
             }],
             window_start_unix_ms: Some(1_000_000.0),
             window_s: Some(40.0),
-            store_gbps: None,
-            stores: None,
-            step_ms: None,
-            steps: None,
+            rest: Evidence::default(),
         };
         let engine = BTreeMap::from([("d".to_owned(), facts)]);
         let env = |offset: Option<&str>| {
@@ -597,10 +603,10 @@ mod tests {
         let mut found = vec![episode()];
         attach_stores(&mut found, &engine, &env(Some("+0100")));
         let s = &found[0].spans[0];
-        assert_eq!(s.stores, Some(3));
-        assert!((s.store_gbps.unwrap() - 0.9).abs() < 1e-9, "{s:?}");
-        assert_eq!(found[0].stores, Some(4));
-        assert!((found[0].store_gbps.unwrap() - 2.5).abs() < 1e-9);
+        assert_eq!(s.evidence.stores, Some(3));
+        assert!((s.evidence.store_gbps.unwrap() - 0.9).abs() < 1e-9, "{s:?}");
+        assert_eq!(found[0].rest.stores, Some(4));
+        assert!((found[0].rest.store_gbps.unwrap() - 2.5).abs() < 1e-9);
         assert_eq!(
             found[0].spans_words(),
             "10.0–20.0 s: 21 of 21 slow, median 500 ms, LMCache stores 0.90 GB/s (3 stores); rest of the window: LMCache stores 2.50 GB/s (4 stores)"
@@ -640,10 +646,7 @@ mod tests {
             requests: 5,
             slow: 5,
             ttft_median_ms: ttft,
-            store_gbps: None,
-            stores: None,
-            step_ms: None,
-            steps: None,
+            evidence: Evidence::default(),
         };
         let mut spans = vec![span(2.0, 3.0, 500.0), span(10.0, 10.5, 100.0)];
         let s = 1_000_000_000u64;
@@ -664,9 +667,12 @@ mod tests {
         let d: Vec<f64> = steps.iter().map(|x| x.1).collect();
         let rest = step_evidence(&mut spans, &t, &d, s);
         // Stretch one: 150, 160, 300, 150 ms; total 760, half 380: running sums 150, 300, 460.
-        assert_eq!(spans[0].steps, Some(4));
-        assert_eq!(spans[0].step_ms, Some(160.0));
-        assert_eq!((spans[1].steps, spans[1].step_ms), (Some(2), None));
+        assert_eq!(spans[0].evidence.steps, Some(4));
+        assert_eq!(spans[0].evidence.step_ms, Some(160.0));
+        assert_eq!(
+            (spans[1].evidence.steps, spans[1].evidence.step_ms),
+            (Some(2), None)
+        );
         // Rest: 40, 50, 60, 45 ms; total 195, half 97.5: running sums 40, 85, 135.
         assert_eq!(rest, Some((Some(50.0), 4)));
         // No steps, or mismatched columns: nothing set.
