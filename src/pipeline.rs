@@ -49,8 +49,7 @@ pub fn evaluate(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(Analysis
     let analysis = analysis::analyze(ds, opts)?;
     let mut verdicts = verdicts::evaluate(&analysis, ds);
     // The first pass's samples go before the second pass extracts its own.
-    let result = analysis.into_result();
-    let mut result = result;
+    let mut result = analysis.into_result();
     // A side line: if it cannot be computed, the report says so and the verdicts stand.
     verdicts.without_episodes = match verdicts::sensitivity::without_episodes(
         ds,

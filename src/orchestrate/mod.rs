@@ -430,21 +430,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Stage 1.
     let mut failed: BTreeSet<String> = BTreeSet::new();
     if !skip(1) {
-        let listed = || {
-            phase_a_rates
-                .iter()
-                .map(|&r| ctax_schema::fmt_rate(r))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         match (&args.phase_a_order, &args.phase_a_rates) {
             (Some(_), _) => eprintln!(
                 "[ctax] stage 1: Phase A, rates in the order {} in every launch",
-                listed()
+                plan::rates_text(&phase_a_rates)
             ),
             (None, Some(_)) => eprintln!(
                 "[ctax] stage 1: Phase A, only the rates {} in this sweep's launches",
-                listed()
+                plan::rates_text(&phase_a_rates)
             ),
             (None, None) => eprintln!("[ctax] stage 1: Phase A"),
         }

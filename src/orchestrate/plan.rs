@@ -217,23 +217,26 @@ pub(crate) fn parse_first_shape(
     Ok(shape)
 }
 
+/// Rates as the sweep's lines print them: `0.5, 1, 2`.
+pub(crate) fn rates_text(rates: &[f64]) -> String {
+    rates
+        .iter()
+        .map(|&x| ctax_schema::fmt_rate(x))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `--phase-a-order RATES`: the profile's Phase A rates in the order given, which must name
 /// each of them once (a permutation: every launch still runs every rate).
 pub(crate) fn rates_in_order(rates: &[f64], order: &[f64]) -> anyhow::Result<Vec<f64>> {
-    let listed = |r: &[f64]| {
-        r.iter()
-            .map(|&x| ctax_schema::fmt_rate(x))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let mut left: Vec<f64> = rates.to_vec();
     for &r in order {
         let Some(i) = left.iter().position(|&x| (x - r).abs() < 1e-9) else {
             anyhow::bail!(
                 "--phase-a-order {}: {} is not one of the profile's Phase A rates ({}) or is named twice; name each once, in the order to run them",
-                listed(order),
+                rates_text(order),
                 ctax_schema::fmt_rate(r),
-                listed(rates)
+                rates_text(rates)
             );
         };
         left.remove(i);
@@ -241,34 +244,28 @@ pub(crate) fn rates_in_order(rates: &[f64], order: &[f64]) -> anyhow::Result<Vec
     anyhow::ensure!(
         left.is_empty(),
         "--phase-a-order {}: leaves out {} of the profile's Phase A rates ({}); name each once, in the order to run them",
-        listed(order),
-        listed(&left),
-        listed(rates)
+        rates_text(order),
+        rates_text(&left),
+        rates_text(rates)
     );
     Ok(order.to_vec())
 }
 
 /// `--phase-a-rates RATES`: some of the profile's Phase A rates, each once, in the order given.
 pub(crate) fn rates_subset(rates: &[f64], only: &[f64]) -> anyhow::Result<Vec<f64>> {
-    let listed = |r: &[f64]| {
-        r.iter()
-            .map(|&x| ctax_schema::fmt_rate(x))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     anyhow::ensure!(!only.is_empty(), "--phase-a-rates names no rate");
     for (i, &r) in only.iter().enumerate() {
         anyhow::ensure!(
             rates.iter().any(|&x| (x - r).abs() < 1e-9),
             "--phase-a-rates {}: {} is not one of the profile's Phase A rates ({}); add it to the profile (--force-profile) first",
-            listed(only),
+            rates_text(only),
             ctax_schema::fmt_rate(r),
-            listed(rates)
+            rates_text(rates)
         );
         anyhow::ensure!(
             !only[..i].iter().any(|&x| (x - r).abs() < 1e-9),
             "--phase-a-rates {}: {} is named twice",
-            listed(only),
+            rates_text(only),
             ctax_schema::fmt_rate(r)
         );
     }
