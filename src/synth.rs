@@ -39,6 +39,10 @@ pub struct SynthConfig {
     /// `(launch, factor)`: that launch of this config alone runs `factor` × slower (TTFT and
     /// TPOT), e.g. a server that came up on a degraded GPU; the A/A check must catch it.
     pub slow_launch: Option<(u32, f64)>,
+    /// `(launch, capacity_rps)`: that launch of this config alone starts this many requests/s
+    /// (instead of `capacity_rps`): one launch that saturates where the others keep up, as
+    /// single launches did on the H200 (DESIGN.md §4.4 "Each launch's own saturation rate").
+    pub launch_capacity: Option<(u32, f64)>,
     /// Lognormal sigma of an extra per-launch level of this config alone (every cell), on top
     /// of the spec's `launch_sigma`: a config whose launches spread more than the others', as
     /// LMCache's CPU-side store path did on the H200 (DESIGN.md §4.3). Drawn from its own
@@ -75,6 +79,7 @@ impl SynthConfig {
             step_extra_us: 0.0,
             callback_us: if name == "plain" { None } else { Some(0.0) },
             slow_launch: None,
+            launch_capacity: None,
             launch_sigma_extra: 0.0,
             machines: Vec::new(),
             stall: None,
@@ -416,7 +421,11 @@ fn write_cell(
     let name = cell.name();
     let n = spec.warmup_requests + spec.requests_per_cell;
     let gap_ns = 1e9 / cell.rate;
-    let service_ns = 1e9 / cfg.capacity_rps;
+    let capacity = match cfg.launch_capacity {
+        Some((l, c)) if l == launch => c,
+        _ => cfg.capacity_rps,
+    };
+    let service_ns = 1e9 / capacity;
     let ttft_base =
         spec.base_ttft_ms * (f64::from(cell.input_len) / 4096.0).max(0.05) * cfg.ttft_mult * level;
     let tpot_base = spec.base_tpot_ms * cfg.tpot_mult * level;

@@ -252,6 +252,93 @@ fn overload_is_flagged_with_the_criteria_that_fired() {
     assert_eq!((refs.ref_safe, refs.ref_load), (Some(2.0), Some(2.0)));
 }
 
+/// Truth (queue arithmetic): mooncake_both l2 alone starts 3.98 requests/s. At 4 req/s each
+/// request waits 1/3.98 − 1/4 s ≈ 1.26 ms longer than the one before, ~0.26 s by the 210th,
+/// against a TTFT of 200 ms × lognormal(σ 0.25) (p90 ≈ 276 ms): its own TTFT p90 there is
+/// roughly 276 + 0.8 × 264 ms ≈ 1.6–1.7× its p90 at 2 req/s, so G fires, while its completion
+/// pace 3.98/4 keeps T quiet. Its five other launches and plain keep up. Pooled over six
+/// launches fewer than 10% of the requests (l2's late ones) lie above the others' p90, so the
+/// pooled p90 grows well under 1.5× and the cell is not saturated: 4 req/s is ref_safe and the
+/// taxes there pool l2. The analysis names l2's own saturation rate and warns.
+#[test]
+fn a_launch_saturated_on_its_own_is_named_where_the_pool_is_not() {
+    let mut mb = SynthConfig::new("mooncake_both", 1.0, 1.0);
+    mb.launch_capacity = Some((2, 3.98));
+    let mut s = spec(vec![SynthConfig::new("plain", 1.0, 1.0), mb]);
+    s.launches = 6;
+    s.requests_per_cell = 200;
+    let r = run(&s);
+    let refs = &r.summary.reference_rates;
+    assert_eq!(
+        refs.saturation_rate["mooncake_both"], None,
+        "{:?}",
+        refs.notes
+    );
+    assert_eq!(refs.ref_safe, Some(4.0), "{:?}", refs.notes);
+    let own: Vec<_> = r
+        .summary
+        .launch_saturation
+        .iter()
+        .filter(|l| l.config == "mooncake_both")
+        .collect();
+    assert_eq!(own.len(), 6);
+    for l in &own {
+        if l.launch == 2 {
+            assert_eq!(l.rate, Some(4.0), "{l:?}");
+            assert!(
+                l.criteria.contains('G') && !l.criteria.contains('T'),
+                "{l:?}"
+            );
+            assert_eq!(l.cell, "r4_i4096_o256");
+            assert_eq!(l.rates, vec![1.0, 2.0, 4.0]);
+        } else {
+            assert_eq!(l.rate, None, "{l:?}");
+        }
+    }
+    assert!(
+        r.summary
+            .launch_saturation
+            .iter()
+            .filter(|l| l.config == "plain")
+            .all(|l| l.rate.is_none())
+    );
+    // The launch's own rows carry its own criteria; the pooled row does not fire.
+    let row = |launch: Option<u32>, rate: f64| {
+        r.summary
+            .cells
+            .iter()
+            .chain(&r.summary.per_launch)
+            .find(|c| c.key.config == "mooncake_both" && c.launch == launch && c.rate == rate)
+            .and_then(|c| c.saturation.clone())
+            .unwrap()
+    };
+    let l2_at_4 = row(Some(2), 4.0);
+    let growth = l2_at_4.ttft_growth.value.unwrap();
+    assert!(
+        l2_at_4.saturated && growth > 1.5 && growth < 1.9,
+        "{l2_at_4:?}"
+    );
+    let pooled = row(None, 4.0).ttft_growth.value.unwrap();
+    assert!(pooled < 1.4, "pooled G {pooled}");
+    assert!(!row(Some(2), 2.0).saturated);
+    assert!(!row(Some(0), 4.0).saturated);
+    assert!(!row(None, 4.0).any, "{:?}", row(None, 4.0));
+    let warned: Vec<&String> = r
+        .summary
+        .warnings
+        .iter()
+        .filter(|w| w.contains("saturated on its own"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].starts_with("mooncake_both l2 is saturated on its own from 4 req/s")
+            && warned[0].contains("at no rate measured")
+            && warned[0].contains("ref_safe and ref_load (4 req/s)"),
+        "{}",
+        warned[0]
+    );
+}
+
 /// Truth: plain saturates above 6 req/s, mooncake_both above 3 req/s.
 #[test]
 fn reference_rates_follow_the_seed_definitions() {

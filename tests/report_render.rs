@@ -1188,3 +1188,46 @@ fn an_injected_slow_stretch_is_named_with_the_p90_without_it() {
     assert!(html.contains("<h3 id=\"taxes-episodes\">Slow episodes</h3>"));
     assert!(html.contains("30.0–44.5 s: 30 of 30 slow"));
 }
+
+/// One launch that saturates alone (synth `launch_capacity`: mooncake_both l2 starts 3.98
+/// requests/s, its five other launches keep up; tests/analysis_truth.rs derives why the pooled
+/// cells do not saturate): the Reference rates table lists each launch's own saturation rate
+/// after the config's, its own rows in the cells table carry its own criteria, and the warning
+/// names it.
+#[test]
+fn each_launch_s_own_saturation_rate_is_listed() {
+    use connector_tax::synth::{SynthConfig, SynthSpec};
+    let mut mb = SynthConfig::new("mooncake_both", 1.0, 1.0);
+    mb.launch_capacity = Some((2, 3.98));
+    let spec = SynthSpec {
+        configs: vec![SynthConfig::new("plain", 1.0, 1.0), mb],
+        launches: 6,
+        phase_a_rates: vec![1.0, 2.0, 4.0],
+        requests_per_cell: 200,
+        ..Default::default()
+    };
+    let md = render(&common::from_spec(&spec)).md();
+    assert!(
+        md.contains("| saturation rate of mooncake_both | not saturated at any rate; launches on their own: l2 4 req/s; l0, l1, l3, l4, l5 not saturated |"),
+        "{md}"
+    );
+    assert!(md.contains(
+        "| saturation rate of plain | not saturated at any rate; every launch on its own too |"
+    ));
+    assert!(md.contains(
+        "- mooncake_both l2 is saturated on its own from 4 req/s (criterion G fired there), where"
+    ));
+    // The cells table: l2's own row at 4 req/s is flagged, the pooled row is not.
+    let rows: Vec<&str> = md
+        .lines()
+        .skip_while(|l| *l != "### mooncake_both")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## ") && !l.starts_with("### "))
+        .filter(|l| l.starts_with("| A") && l.contains("| 4 | 4096/256 |"))
+        .collect();
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    let flags = |r: &str| r.split(" | ").nth(12).unwrap_or_default().to_owned();
+    assert_eq!(flags(rows[0]), "\\-", "pooled: {}", rows[0]);
+    let l2 = rows.iter().find(|r| r.starts_with("| A l2 |")).unwrap();
+    assert_eq!(flags(l2), "G \\*", "{l2}");
+}

@@ -160,9 +160,10 @@ pub(crate) fn analyze_leaving_out(
         samples,
         rep,
         mut cells,
-        per_launch,
+        mut per_launch,
     } = CellTable::build(ds, opts, without)?;
     let reference_rates = saturation::evaluate(&mut cells);
+    let launch_saturation = saturation::evaluate_launches(&mut per_launch);
     if let Some(archived) = &ds.reference_rates
         && (archived.ref_safe != reference_rates.ref_safe
             || archived.ref_load != reference_rates.ref_load)
@@ -274,6 +275,11 @@ pub(crate) fn analyze_leaving_out(
     let mut episodes = episodes::find(&samples, &cells);
     episodes::attach_stores(&mut episodes, &dataset.engine, &dataset.environments);
     warnings.extend(episodes::warning(&episodes));
+    warnings.extend(saturation_warnings(
+        &launch_saturation,
+        &reference_rates,
+        &episodes,
+    ));
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs, |cs| {
         cells
@@ -288,6 +294,7 @@ pub(crate) fn analyze_leaving_out(
         dataset,
         cells,
         per_launch,
+        launch_saturation,
         reference_rates,
         taxes: tax_list,
         calibration,
@@ -313,6 +320,56 @@ pub(crate) fn analyze_leaving_out(
 
 /// One warning naming every (phase, config) whose machines all ran plain on one side of its
 /// launches ([`launch_order`]): a drift of a machine over its stretch is then read as tax.
+/// A launch saturated on its own at a tax rate where its config's pooled cells are not: the
+/// taxes there pool it with launches that kept up (one warning per launch and rate).
+fn saturation_warnings(
+    launches: &[saturation::LaunchSaturation],
+    refs: &ctax_schema::ReferenceRates,
+    episodes: &[episodes::LaunchEpisodes],
+) -> Vec<String> {
+    saturation::saturated_alone(launches, refs)
+        .into_iter()
+        .map(|(l, r)| {
+            let which = [(refs.ref_safe, "ref_safe"), (refs.ref_load, "ref_load")]
+                .into_iter()
+                .filter(|(x, _)| *x == Some(r))
+                .map(|(_, n)| n)
+                .collect::<Vec<_>>()
+                .join(" and ");
+            let pooled = refs
+                .saturation_rate
+                .get(&l.config)
+                .copied()
+                .flatten()
+                .map_or_else(
+                    || "at no rate measured".to_owned(),
+                    |p| format!("from {} req/s", ctax_schema::fmt_rate(p)),
+                );
+            let episode = episodes.iter().any(|e| {
+                e.config == l.config
+                    && e.launch == l.launch
+                    && e.phase == Phase::A
+                    && e.cell == l.cell
+            });
+            let why = if episode && l.criteria == "G" {
+                "; G alone, in a launch-cell that Slow episodes names: a transient slow stretch raises the TTFT p90 that G reads, so it may be that and not a queue"
+            } else {
+                ""
+            };
+            format!(
+                "{} l{} is saturated on its own from {} req/s ({} {} fired there{why}), where {}'s pooled cells saturate {pooled}: its taxes at {which} ({} req/s) pool this launch with launches that kept up",
+                l.config,
+                l.launch,
+                ctax_schema::fmt_rate(l.rate.expect("saturated_alone keeps saturated launches")),
+                if l.criteria.len() == 1 { "criterion" } else { "criteria" },
+                l.criteria,
+                l.config,
+                ctax_schema::fmt_rate(r),
+            )
+        })
+        .collect()
+}
+
 fn order_warning(order: &[launch_order::OrderBalance]) -> Option<String> {
     let one_sided: Vec<String> = order
         .iter()

@@ -197,6 +197,20 @@ pub struct CellStats {
     pub ended_unix_ms: Option<u64>,
 }
 
+impl Saturation {
+    /// The criteria that fired, as the report's codes: T throughput, Q queue, G TTFT growth.
+    pub fn codes(&self) -> String {
+        [
+            (self.throughput.fired, 'T'),
+            (self.queue.fired, 'Q'),
+            (self.ttft_growth.fired, 'G'),
+        ]
+        .into_iter()
+        .filter_map(|(fired, code)| fired.then_some(code))
+        .collect()
+    }
+}
+
 impl CellStats {
     /// At or above its config's saturation rate (false while not yet evaluated).
     pub(crate) fn saturated(&self) -> bool {
@@ -447,6 +461,9 @@ pub struct AnalysisSummary {
     pub cells: Vec<CellStats>,
     /// One entry per (config, launch, phase, cell).
     pub per_launch: Vec<CellStats>,
+    /// Each launch's own saturation rate (its `per_launch` rows carry its own criteria).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launch_saturation: Vec<super::saturation::LaunchSaturation>,
     pub reference_rates: ReferenceRates,
     pub taxes: Vec<Tax>,
     /// GPU-to-GPU calibration (plain vs plain between GPUs); empty without a calibration round.

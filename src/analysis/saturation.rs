@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 
 use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION, fmt_rate};
+use serde::{Deserialize, Serialize};
 
 use super::model::{CellStats, Criterion, Saturation, config_order};
 
@@ -45,31 +46,12 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
     let mut measured: BTreeMap<String, Vec<(f64, bool, bool)>> = BTreeMap::new();
     let mut notes = Vec::new();
     let mut shapes: BTreeMap<(u32, u32), usize> = BTreeMap::new();
-    for ((config, i_len, o_len), mut idx) in ladders {
+    for ((config, i_len, o_len), idx) in ladders {
         *shapes.entry((i_len, o_len)).or_default() += 1;
-        idx.sort_by(|a, b| cells[*a].rate.total_cmp(&cells[*b].rate));
-        let mut sat: Option<f64> = None;
-        for (pos, &i) in idx.iter().enumerate() {
-            if !cells[i].data_incomplete.is_empty() {
-                cells[i].saturation = Some(not_evaluated(&cells[i]));
-                continue;
-            }
-            let evaluable: Vec<usize> = idx[..pos]
-                .iter()
-                .copied()
-                .filter(|&j| cells[j].data_incomplete.is_empty())
-                .collect();
-            let lower = lower_reference(&evaluable, cells, cells[i].rate);
-            let crit = criteria(&cells[i], lower.map(|j| &cells[j]));
-            if crit.any && sat.is_none() {
-                sat = Some(cells[i].rate);
-            }
-            cells[i].saturation = Some(crit);
-        }
+        let (idx, sat) = evaluate_ladder(cells, idx);
         for &i in &idx {
             let rate = cells[i].rate;
-            let saturated = sat.is_some_and(|r| rate >= r);
-            cells[i].saturation.as_mut().expect("set above").saturated = saturated;
+            let saturated = cells[i].saturated();
             let complete = cells[i].complete;
             if !complete {
                 notes.push(format!(
@@ -84,10 +66,7 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         }
         // With several Phase A shapes a config keeps its lowest saturation rate.
         let e = saturation_rate.entry(config).or_insert(sat);
-        *e = match (*e, sat) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        *e = lowest(*e, sat);
     }
     if shapes.len() > 1 {
         notes.push(format!(
@@ -175,6 +154,136 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         // The manifest's view, filled in by the stage that writes the file.
         phase_a_launches: None,
     }
+}
+
+/// Evaluates one ladder (the cells of one config and shape, pooled or of one launch) in rate
+/// order: sets each cell's criteria and `saturated` (at or above the lowest rate where one
+/// fired) and returns the cells sorted by rate with that saturation rate.
+fn evaluate_ladder(cells: &mut [CellStats], mut idx: Vec<usize>) -> (Vec<usize>, Option<f64>) {
+    idx.sort_by(|a, b| cells[*a].rate.total_cmp(&cells[*b].rate));
+    let mut sat: Option<f64> = None;
+    for (pos, &i) in idx.iter().enumerate() {
+        if !cells[i].data_incomplete.is_empty() {
+            cells[i].saturation = Some(not_evaluated(&cells[i]));
+            continue;
+        }
+        let evaluable: Vec<usize> = idx[..pos]
+            .iter()
+            .copied()
+            .filter(|&j| cells[j].data_incomplete.is_empty())
+            .collect();
+        let lower = lower_reference(&evaluable, cells, cells[i].rate);
+        let crit = criteria(&cells[i], lower.map(|j| &cells[j]));
+        if crit.any && sat.is_none() {
+            sat = Some(cells[i].rate);
+        }
+        cells[i].saturation = Some(crit);
+    }
+    for &i in &idx {
+        let saturated = sat.is_some_and(|r| cells[i].rate >= r);
+        cells[i].saturation.as_mut().expect("set above").saturated = saturated;
+    }
+    (idx, sat)
+}
+
+/// One launch's own saturation rate: the three criteria on that launch's Phase A cells alone
+/// (criterion 3 against the same launch's lower rate), the knee rule as for the pooled cells.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchSaturation {
+    pub config: String,
+    pub launch: u32,
+    /// The lowest rate where a criterion fired in this launch (over its shapes); `None`: none
+    /// fired at any rate it measured.
+    pub rate: Option<f64>,
+    /// The cell at `rate` where they fired (its name, e.g. `r6_i4096_o256`).
+    pub cell: String,
+    /// The criteria that fired at `rate` (T throughput, Q queue, G TTFT growth).
+    pub criteria: String,
+    /// The rates this launch measured with whole data (the others were not evaluated).
+    pub rates: Vec<f64>,
+}
+
+/// Evaluates the criteria on every launch's own Phase A cells (`per_launch`, in place: each
+/// row's `saturation` is then the launch's own), and returns each launch's saturation rate,
+/// in config order, then launch. A config with one launch reads as its pooled cells do.
+pub(crate) fn evaluate_launches(per_launch: &mut [CellStats]) -> Vec<LaunchSaturation> {
+    let mut ladders: BTreeMap<(String, u32, u32, u32), Vec<usize>> = BTreeMap::new();
+    for (i, c) in per_launch.iter().enumerate() {
+        if let (Phase::A, Some(l)) = (c.key.phase, c.launch) {
+            ladders
+                .entry((c.key.config.clone(), l, c.input_len, c.output_len))
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut out: BTreeMap<(String, u32), LaunchSaturation> = BTreeMap::new();
+    for ((config, launch, ..), idx) in ladders {
+        let (idx, sat) = evaluate_ladder(per_launch, idx);
+        let e = out
+            .entry((config.clone(), launch))
+            .or_insert_with(|| LaunchSaturation {
+                config,
+                launch,
+                rate: None,
+                cell: String::new(),
+                criteria: String::new(),
+                rates: Vec::new(),
+            });
+        if let Some(r) = sat.filter(|&r| e.rate.is_none_or(|own| r < own)) {
+            let at = idx
+                .iter()
+                .map(|&i| &per_launch[i])
+                .find(|c| c.rate == r)
+                .expect("the saturation rate is a rate of the ladder");
+            e.rate = Some(r);
+            e.cell = at.key.cell.clone();
+            e.criteria = at
+                .saturation
+                .as_ref()
+                .map_or_else(String::new, Saturation::codes);
+        }
+        e.rates.extend(
+            idx.iter()
+                .filter(|&&i| per_launch[i].data_incomplete.is_empty())
+                .map(|&i| per_launch[i].rate),
+        );
+    }
+    let mut v: Vec<LaunchSaturation> = out.into_values().collect();
+    for l in &mut v {
+        l.rates.sort_by(f64::total_cmp);
+        l.rates.dedup();
+    }
+    v.sort_by_key(|l| (config_order(&l.config), l.launch));
+    v
+}
+
+/// The lower of two saturation rates (`None`: not saturated at any rate measured).
+fn lowest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Launches whose own saturation rate lies at or below a rate where their config's pooled
+/// cells are not saturated and a tax is read (`rates`: ref_safe, ref_load): the taxes there
+/// pool a launch that was saturated on its own. One line per launch and rate.
+pub(crate) fn saturated_alone(
+    launches: &[LaunchSaturation],
+    refs: &ReferenceRates,
+) -> Vec<(LaunchSaturation, f64)> {
+    let mut out = Vec::new();
+    for l in launches {
+        let Some(own) = l.rate else { continue };
+        let pooled = refs.saturation_rate.get(&l.config).copied().flatten();
+        for r in [refs.ref_safe, refs.ref_load].into_iter().flatten() {
+            let pooled_ok = pooled.is_none_or(|p| r < p);
+            if own <= r && pooled_ok && l.rates.contains(&r) && !out.contains(&(l.clone(), r)) {
+                out.push((l.clone(), r));
+            }
+        }
+    }
+    out
 }
 
 /// The cell criterion 3 compares with: the rate r/2 if measured, else the highest measured

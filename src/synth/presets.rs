@@ -33,6 +33,7 @@ pub fn preset(preset: Preset) -> SynthSpec {
             step_extra_us: cb * 1.3,
             callback_us: (n != "plain" && callback).then_some(cb),
             slow_launch: None,
+            launch_capacity: None,
             launch_sigma_extra: 0.0,
             machines: Vec::new(),
             stall: None,

@@ -80,16 +80,7 @@ fn cell_row(c: &CellStats) -> CellRow {
     let sat = match &c.saturation {
         None => String::new(),
         Some(s) => {
-            let mut t = String::new();
-            for (fired, code) in [
-                (s.throughput.fired, 'T'),
-                (s.queue.fired, 'Q'),
-                (s.ttft_growth.fired, 'G'),
-            ] {
-                if fired {
-                    t.push(code);
-                }
-            }
+            let mut t = s.codes();
             if t.is_empty() {
                 t.push('-');
             }

@@ -221,13 +221,12 @@ pub(super) fn provenance(r: &AnalysisResult, verdicts: &Verdicts) -> Provenance 
         .saturation_rate
         .iter()
         .map(|(c, v)| {
-            (
-                c.clone(),
-                v.map_or_else(
-                    || "not saturated at any rate".to_owned(),
-                    |v| fmt::with_unit(v, "rps"),
-                ),
-            )
+            let pooled = v.map_or_else(
+                || "not saturated at any rate".to_owned(),
+                |v| fmt::with_unit(v, "rps"),
+            );
+            let own = own_saturation(c, *v, &s.launch_saturation);
+            (c.clone(), format!("{pooled}{own}"))
         })
         .collect();
     saturation_rates.sort_by_key(|(c, _)| crate::report::config_rank(c));
@@ -264,6 +263,43 @@ pub(super) fn provenance(r: &AnalysisResult, verdicts: &Verdicts) -> Provenance 
         saturation_rates,
         engine: engine_rows(d),
     }
+}
+
+/// Each launch's own saturation rate after its config's pooled one, when the config ran
+/// several launches: "; every launch on its own too" when they agree, else the launches
+/// grouped by their own rate.
+fn own_saturation(
+    config: &str,
+    pooled: Option<f64>,
+    launches: &[crate::analysis::saturation::LaunchSaturation],
+) -> String {
+    let mine: Vec<_> = launches.iter().filter(|l| l.config == config).collect();
+    if mine.len() < 2 {
+        return String::new();
+    }
+    if mine.iter().all(|l| l.rate == pooled) {
+        return "; every launch on its own too".to_owned();
+    }
+    let mut groups: Vec<(Option<f64>, Vec<String>)> = Vec::new();
+    for l in &mine {
+        let name = format!("l{}", l.launch);
+        match groups.iter_mut().find(|(r, _)| *r == l.rate) {
+            Some((_, v)) => v.push(name),
+            None => groups.push((l.rate, vec![name])),
+        }
+    }
+    groups.sort_by(|a, b| match (a.0, b.0) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (x, y) => y.is_some().cmp(&x.is_some()),
+    });
+    let parts: Vec<String> = groups
+        .into_iter()
+        .map(|(r, v)| {
+            let at = r.map_or_else(|| "not saturated".to_owned(), |r| fmt::with_unit(r, "rps"));
+            format!("{} {at}", v.join(", "))
+        })
+        .collect();
+    format!("; launches on their own: {}", parts.join("; "))
 }
 
 /// Quotes a path for a copy-pasteable command line when it needs it.
