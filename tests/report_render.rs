@@ -1191,16 +1191,23 @@ fn an_injected_slow_stretch_is_named_with_the_p90_without_it() {
 
 /// One launch that saturates alone (synth `launch_capacity`: mooncake_both l2 starts 3.98
 /// requests/s, its five other launches keep up; tests/analysis_truth.rs derives why the pooled
-/// cells do not saturate): the Reference rates table lists each launch's own saturation rate
-/// after the config's, its own rows in the cells table carry its own criteria, and the warning
-/// names it.
+/// cells do not saturate), and the reverse: nixl_both starts 3 requests/s in five launches
+/// (at 4 req/s a queue grows by 1 request/s: T, Q and G fire, and pooled too, with a pace of
+/// (1 + 5 × 0.75) / 6 ≈ 0.79), while its l0 keeps up. nixl_both then saturates at 4, so ref_safe
+/// = 2 and ref_load = 4 (plain keeps up). The Reference rates table lists each launch's own
+/// saturation rate after the config's, the launch's own rows in the cells table carry its own
+/// criteria, and the one warning names mooncake_both l2 at ref_load: not nixl_both's launches,
+/// saturated at 4 as their pool is.
 #[test]
 fn each_launch_s_own_saturation_rate_is_listed() {
     use connector_tax::synth::{SynthConfig, SynthSpec};
     let mut mb = SynthConfig::new("mooncake_both", 1.0, 1.0);
     mb.launch_capacity = Some((2, 3.98));
+    let mut nixl = SynthConfig::new("nixl_both", 1.0, 1.0);
+    nixl.capacity_rps = 3.0;
+    nixl.launch_capacity = Some((0, 1e9));
     let spec = SynthSpec {
-        configs: vec![SynthConfig::new("plain", 1.0, 1.0), mb],
+        configs: vec![SynthConfig::new("plain", 1.0, 1.0), mb, nixl],
         launches: 6,
         phase_a_rates: vec![1.0, 2.0, 4.0],
         requests_per_cell: 200,
@@ -1214,9 +1221,12 @@ fn each_launch_s_own_saturation_rate_is_listed() {
     assert!(md.contains(
         "| saturation rate of plain | not saturated at any rate; every launch on its own too |"
     ));
-    assert!(md.contains(
-        "- mooncake_both l2 is saturated on its own from 4 req/s (criterion G fired there), where"
-    ));
+    assert!(
+        md.contains("| saturation rate of nixl_both | 4 req/s; launches on their own: l1, l2, l3, l4, l5 4 req/s; l0 not saturated |"),
+        "{md}"
+    );
+    assert!(md.contains("- mooncake_both l2 is saturated on its own from 4 req/s (criterion G fired there), where mooncake_both's pooled cells saturate at no rate measured: its taxes at ref_load (4 req/s) pool this launch"), "{md}");
+    assert_eq!(md.matches("is saturated on its own").count(), 1, "{md}");
     // The cells table: l2's own row at 4 req/s is flagged, the pooled row is not.
     let rows: Vec<&str> = md
         .lines()

@@ -277,6 +277,8 @@ pub(crate) fn analyze_leaving_out(
     warnings.extend(episodes::warning(&episodes));
     warnings.extend(saturation_warnings(
         &launch_saturation,
+        &cells,
+        &per_launch,
         &reference_rates,
         &episodes,
     ));
@@ -318,16 +320,16 @@ pub(crate) fn analyze_leaving_out(
     })
 }
 
-/// One warning naming every (phase, config) whose machines all ran plain on one side of its
-/// launches ([`launch_order`]): a drift of a machine over its stretch is then read as tax.
 /// A launch saturated on its own at a tax rate where its config's pooled cells are not: the
 /// taxes there pool it with launches that kept up (one warning per launch and rate).
 fn saturation_warnings(
     launches: &[saturation::LaunchSaturation],
+    pooled: &[CellStats],
+    per_launch: &[CellStats],
     refs: &ctax_schema::ReferenceRates,
     episodes: &[episodes::LaunchEpisodes],
 ) -> Vec<String> {
-    saturation::saturated_alone(launches, refs)
+    saturation::saturated_alone(launches, pooled, per_launch, refs)
         .into_iter()
         .map(|(l, r)| {
             let which = [(refs.ref_safe, "ref_safe"), (refs.ref_load, "ref_load")]
@@ -336,7 +338,7 @@ fn saturation_warnings(
                 .map(|(_, n)| n)
                 .collect::<Vec<_>>()
                 .join(" and ");
-            let pooled = refs
+            let pool_rate = refs
                 .saturation_rate
                 .get(&l.config)
                 .copied()
@@ -357,7 +359,7 @@ fn saturation_warnings(
                 ""
             };
             format!(
-                "{} l{} is saturated on its own from {} req/s ({} {} fired there{why}), where {}'s pooled cells saturate {pooled}: its taxes at {which} ({} req/s) pool this launch with launches that kept up",
+                "{} l{} is saturated on its own from {} req/s ({} {} fired there{why}), where {}'s pooled cells saturate {pool_rate}: its taxes at {which} ({} req/s) pool this launch with launches that kept up",
                 l.config,
                 l.launch,
                 ctax_schema::fmt_rate(l.rate.expect("saturated_alone keeps saturated launches")),
@@ -370,6 +372,8 @@ fn saturation_warnings(
         .collect()
 }
 
+/// One warning naming every (phase, config) whose machines all ran plain on one side of its
+/// launches ([`launch_order`]): a drift of a machine over its stretch is then read as tax.
 fn order_warning(order: &[launch_order::OrderBalance]) -> Option<String> {
     let one_sided: Vec<String> = order
         .iter()

@@ -265,21 +265,35 @@ fn lowest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-/// Launches whose own saturation rate lies at or below a rate where their config's pooled
-/// cells are not saturated and a tax is read (`rates`: ref_safe, ref_load): the taxes there
-/// pool a launch that was saturated on its own. One line per launch and rate.
+/// The launches saturated on their own in a Phase A cell at a tax rate (`ref_safe`,
+/// `ref_load`) whose pooled cell (same config and shape) is not saturated: the taxes there
+/// pool them with launches that kept up. Decided cell by cell (a launch's own row against the
+/// pooled row of its key), so with several shapes a launch saturated in one shape is not
+/// reported for another. One entry per launch and rate, in `launches`' order.
 pub(crate) fn saturated_alone(
     launches: &[LaunchSaturation],
+    pooled: &[CellStats],
+    per_launch: &[CellStats],
     refs: &ReferenceRates,
 ) -> Vec<(LaunchSaturation, f64)> {
-    let mut out = Vec::new();
+    let tax_rates: Vec<f64> = [refs.ref_safe, refs.ref_load]
+        .into_iter()
+        .flatten()
+        .collect();
+    let mut out: Vec<(LaunchSaturation, f64)> = Vec::new();
     for l in launches {
-        let Some(own) = l.rate else { continue };
-        let pooled = refs.saturation_rate.get(&l.config).copied().flatten();
-        for r in [refs.ref_safe, refs.ref_load].into_iter().flatten() {
-            let pooled_ok = pooled.is_none_or(|p| r < p);
-            if own <= r && pooled_ok && l.rates.contains(&r) && !out.contains(&(l.clone(), r)) {
-                out.push((l.clone(), r));
+        for c in per_launch.iter().filter(|c| {
+            c.key.phase == Phase::A
+                && c.key.config == l.config
+                && c.launch == Some(l.launch)
+                && tax_rates.contains(&c.rate)
+                && c.saturated()
+        }) {
+            let pool_keeps_up = pooled
+                .iter()
+                .any(|p| p.launch.is_none() && p.key == c.key && !p.saturated());
+            if pool_keeps_up && !out.iter().any(|(o, r)| o == l && *r == c.rate) {
+                out.push((l.clone(), c.rate));
             }
         }
     }
