@@ -1241,3 +1241,43 @@ fn each_launch_s_own_saturation_rate_is_listed() {
     let l2 = rows.iter().find(|r| r.starts_with("| A l2 |")).unwrap();
     assert_eq!(flags(l2), "G \\*", "{l2}");
 }
+
+/// The demo's multi_mooncake_lmcache saturates at 8 req/s (capacity 7, tests/common), which is
+/// ref_load (plain keeps up there): its two ref_load taxes are marked "(saturated)", its
+/// ref_safe ones and every other config's are not, and the legend says what the mark means.
+#[test]
+fn a_tax_at_ref_load_in_a_saturated_cell_is_marked() {
+    let f = common::demo();
+    let refs = &f.analysis.summary.reference_rates;
+    assert_eq!((refs.ref_safe, refs.ref_load), (Some(4.0), Some(8.0)));
+    let out = render(&f);
+    let md = out.md();
+    let rows: Vec<&str> = md
+        .lines()
+        .skip_while(|l| !l.starts_with("### At the reference rates"))
+        .take_while(|l| !l.starts_with("### Across"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| Config"))
+        .collect();
+    // The seven configs other than plain.
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    assert!(
+        rows.iter()
+            .any(|r| r.starts_with("| multi_mooncake_lmcache |"))
+    );
+    for row in rows {
+        let cols: Vec<&str> = row.split(" | ").collect();
+        let marked: Vec<usize> = (0..cols.len())
+            .filter(|&i| cols[i].ends_with("(saturated)"))
+            .collect();
+        if row.starts_with("| multi_mooncake_lmcache |") {
+            // Columns: config, launches, TTFT safe, TTFT load, TPOT safe, TPOT load, ...
+            assert_eq!(marked, vec![3, 5], "{row}");
+        } else {
+            assert!(marked.is_empty(), "{row}");
+        }
+    }
+    assert!(
+        md.contains("\"(saturated)\": at ref\\_load, a config at or above its own saturation rate")
+    );
+    assert!(out.html().contains("(saturated)&rdquo;: at ref_load"));
+}

@@ -330,11 +330,18 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
         .map(|c| {
             let safe = find(&c, TaxContext::RefSafe);
             let load = find(&c, TaxContext::RefLoad);
+            let at_load = |v: Option<&TaxValue>| {
+                let mut cell = tax_cell(v);
+                if v.is_some() && load.is_some_and(|t| saturated_there(r, t)) {
+                    cell.text.push_str(" (saturated)");
+                }
+                cell
+            };
             RefTaxRow {
                 ttft_safe: tax_cell(safe.and_then(|t| t.ttft_p90.as_ref())),
-                ttft_load: tax_cell(load.and_then(|t| t.ttft_p90.as_ref())),
+                ttft_load: at_load(load.and_then(|t| t.ttft_p90.as_ref())),
                 tpot_safe: tax_cell(safe.and_then(|t| t.tpot_p90.as_ref())),
-                tpot_load: tax_cell(load.and_then(|t| t.tpot_p90.as_ref())),
+                tpot_load: at_load(load.and_then(|t| t.tpot_p90.as_ref())),
                 step: tax_cell(safe.and_then(|t| t.step_p50_us.as_ref())),
                 callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
                 unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
@@ -359,6 +366,18 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
             }
         })
         .collect()
+}
+
+/// Whether the tax's config is saturated (pooled) in the tax's cell: at ref_load, a config
+/// that saturates below plain's knee is measured in its queue, and its tax says so.
+fn saturated_there(r: &AnalysisResult, t: &crate::analysis::model::Tax) -> bool {
+    r.summary.cells.iter().any(|c| {
+        c.launch.is_none()
+            && c.key.config == t.config
+            && c.key.phase == t.phase
+            && c.key.cell == t.cell
+            && c.saturated()
+    })
 }
 
 /// How a tax was paired with plain, when not every launch was: `no plain on its machine`, or
