@@ -7,6 +7,7 @@ use connector_tax::analysis::model::{AnalysisResult, Detection, TaxContext};
 use connector_tax::pipeline::evaluate;
 use connector_tax::synth::{SynthConfig, SynthSpec, generate};
 use connector_tax::verdicts::{VerdictKind, Verdicts};
+use ctax_schema::Phase;
 
 /// The analysis and its verdicts.
 struct R {
@@ -336,6 +337,54 @@ fn a_launch_saturated_on_its_own_is_named_where_the_pool_is_not() {
             && warned[0].contains("ref_safe and ref_load (4 req/s)"),
         "{}",
         warned[0]
+    );
+}
+
+/// Truth (queue arithmetic): lmcache_only starts 1.8 requests/s; Phase B runs every shape at
+/// 2 req/s, so its queue grows by 0.2 requests/s in every Phase B cell: completion pace
+/// 1.8/2 = 0.90 < 0.95 (T) and, over a 100-s window, a waiting p50 of ~10 (Q). G is not
+/// evaluated (one rate per shape). Phase A at 0.5 and 1 req/s is below its capacity, and plain
+/// keeps up everywhere. Its Phase B cells are flagged and warned, its Phase A and plain's are
+/// not.
+#[test]
+fn a_phase_b_cell_that_queues_is_flagged_by_throughput_and_queue() {
+    let mut lm = SynthConfig::new("lmcache_only", 1.0, 1.0);
+    lm.capacity_rps = 1.8;
+    let mut s = spec(vec![SynthConfig::new("plain", 1.0, 1.0), lm]);
+    s.phase_a_rates = vec![0.5, 1.0];
+    s.phase_b_shapes = vec![(512, 64), (4096, 256)];
+    s.phase_b_rate = 2.0;
+    s.requests_per_cell = 200;
+    let r = run(&s);
+    for c in r.summary.cells.iter().chain(&r.summary.per_launch) {
+        let sat = c.saturation.as_ref().unwrap_or_else(|| panic!("{c:?}"));
+        let queued = c.key.config == "lmcache_only" && c.key.phase == Phase::B;
+        assert_eq!(
+            sat.saturated, queued,
+            "{} {} {}: {sat:?}",
+            c.key.config, c.key.phase, c.key.cell
+        );
+        if queued {
+            assert!(sat.throughput.fired && sat.queue.fired, "{sat:?}");
+            let pace = sat.throughput.value.unwrap();
+            assert!((pace - 0.9).abs() < 0.03, "{sat:?}");
+        }
+        if c.key.phase == Phase::B {
+            assert!(!sat.ttft_growth.fired && sat.ttft_growth.value.is_none());
+        }
+    }
+    let warned: Vec<&String> = r
+        .summary
+        .warnings
+        .iter()
+        .filter(|w| w.contains("fired at the phase's one rate"))
+        .collect();
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    assert!(
+        warned
+            .iter()
+            .all(|w| w.starts_with("lmcache_only Phase B r2_i")
+                && w.contains("criteria TQ fired at the phase's one rate (2 req/s)"))
     );
 }
 

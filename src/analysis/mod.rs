@@ -164,6 +164,14 @@ pub(crate) fn analyze_leaving_out(
     } = CellTable::build(ds, opts, without)?;
     let reference_rates = saturation::evaluate(&mut cells);
     let launch_saturation = saturation::evaluate_launches(&mut per_launch);
+    saturation::evaluate_fixed_rate(&mut cells);
+    saturation::evaluate_fixed_rate(&mut per_launch);
+    warnings.extend(
+        cells
+            .iter()
+            .filter(|c| c.key.phase != Phase::A && c.saturated())
+            .map(fixed_rate_warning),
+    );
     if let Some(archived) = &ds.reference_rates
         && (archived.ref_safe != reference_rates.ref_safe
             || archived.ref_load != reference_rates.ref_load)
@@ -318,6 +326,26 @@ pub(crate) fn analyze_leaving_out(
         rep,
         noise,
     })
+}
+
+/// A Phase B or B' cell where criterion 1 or 2 fired: it measures a queue.
+fn fixed_rate_warning(c: &CellStats) -> String {
+    let codes = c
+        .saturation
+        .as_ref()
+        .map_or_else(String::new, model::Saturation::codes);
+    format!(
+        "{} Phase {} {}: {} {codes} fired at the phase's one rate ({} req/s): the cell measures a queue, and the taxes there (H5/H6 read mooncake_both's) with it",
+        c.key.config,
+        c.key.phase.tag(),
+        c.key.cell,
+        if codes.len() == 1 {
+            "criterion"
+        } else {
+            "criteria"
+        },
+        ctax_schema::fmt_rate(c.rate),
+    )
 }
 
 /// A launch saturated on its own at a tax rate where its config's pooled cells are not: the

@@ -186,6 +186,25 @@ fn evaluate_ladder(cells: &mut [CellStats], mut idx: Vec<usize>) -> (Vec<usize>,
     (idx, sat)
 }
 
+/// Phase B and B' cells (pooled and per launch, in place): they run one rate per shape, so
+/// criterion 3 has no lower rate; criteria 1 (throughput) and 2 (queue) are evaluated as in
+/// Phase A, and a cell where one fires counts as saturated: it measures a queue. Phase A
+/// cells are left to [`evaluate`] and [`evaluate_launches`].
+pub(crate) fn evaluate_fixed_rate(cells: &mut [CellStats]) {
+    for c in cells.iter_mut().filter(|c| c.key.phase != Phase::A) {
+        if !c.data_incomplete.is_empty() {
+            c.saturation = Some(not_evaluated(c));
+            continue;
+        }
+        let mut s = criteria(c, None);
+        s.ttft_growth.note = Some(format!(
+            "Phase {} runs one rate per shape: no lower rate to compare with",
+            c.key.phase.tag()
+        ));
+        c.saturation = Some(s);
+    }
+}
+
 /// One launch's own saturation rate: the three criteria on that launch's Phase A cells alone
 /// (criterion 3 against the same launch's lower rate), the knee rule as for the pooled cells.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
