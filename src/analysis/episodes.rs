@@ -252,10 +252,7 @@ pub(crate) fn find(
     ordered.sort_by(|a, b| super::cell_order(a, b));
     let mut out: Vec<LaunchEpisodes> = Vec::new();
     for cs in ordered {
-        let below = cells
-            .iter()
-            .any(|c| c.launch.is_none() && c.key == cs.key && !c.saturated());
-        if !below {
+        if super::model::pooled_saturated(cells, &cs.key) != Some(false) {
             continue;
         }
         for l in &cs.launches {

@@ -292,9 +292,7 @@ pub(crate) fn analyze_leaving_out(
     ));
     let step_ecdf = step_ecdf(&samples, reference_rates.ref_safe);
     let (calibration, cal_warnings) = calibration::compare(&rep, &ds.runs, |cs| {
-        cells
-            .iter()
-            .any(|c| c.launch.is_none() && c.key == cs.key && c.saturated())
+        model::pooled_saturated(&cells, &cs.key) == Some(true)
     });
     warnings.extend(cal_warnings);
     let summary = AnalysisSummary {

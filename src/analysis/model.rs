@@ -218,6 +218,14 @@ impl CellStats {
     }
 }
 
+/// Whether the pooled cell of `key` in `cells` is saturated; `None` when there is none.
+pub(crate) fn pooled_saturated(cells: &[CellStats], key: &CellKey) -> Option<bool> {
+    cells
+        .iter()
+        .find(|c| c.launch.is_none() && &c.key == key)
+        .map(CellStats::saturated)
+}
+
 /// The GPU slot one launch of a cell ran on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchGpu {

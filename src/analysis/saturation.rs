@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION, fmt_rate};
 use serde::{Deserialize, Serialize};
 
-use super::model::{CellStats, Criterion, Saturation, config_order};
+use super::model::{CellStats, Criterion, Saturation, config_order, pooled_saturated};
 
 pub(crate) const THROUGHPUT_RATIO_MIN: f64 = 0.95;
 pub(crate) const WAITING_P50_MAX: f64 = 1.0;
@@ -308,9 +308,7 @@ pub(crate) fn saturated_alone(
                 && tax_rates.contains(&c.rate)
                 && c.saturated()
         }) {
-            let pool_keeps_up = pooled
-                .iter()
-                .any(|p| p.launch.is_none() && p.key == c.key && !p.saturated());
+            let pool_keeps_up = pooled_saturated(pooled, &c.key) == Some(false);
             if pool_keeps_up && !out.iter().any(|(o, r)| o == l && *r == c.rate) {
                 out.push((l.clone(), c.rate));
             }

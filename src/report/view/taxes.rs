@@ -371,13 +371,12 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
 /// Whether the tax's config is saturated (pooled) in the tax's cell: at ref_load, a config
 /// that saturates below plain's knee is measured in its queue, and its tax says so.
 fn saturated_there(r: &AnalysisResult, t: &crate::analysis::model::Tax) -> bool {
-    r.summary.cells.iter().any(|c| {
-        c.launch.is_none()
-            && c.key.config == t.config
-            && c.key.phase == t.phase
-            && c.key.cell == t.cell
-            && c.saturated()
-    })
+    let key = crate::analysis::model::CellKey {
+        config: t.config.clone(),
+        phase: t.phase,
+        cell: t.cell.clone(),
+    };
+    crate::analysis::model::pooled_saturated(&r.summary.cells, &key) == Some(true)
 }
 
 /// How a tax was paired with plain, when not every launch was: `no plain on its machine`, or
