@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn shipped_profiles_parse() {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        for name in ["seed", "smoke", "h200", "h200x2", "sim"] {
+        for name in ["seed", "smoke", "h200", "h200x2", "h100", "sim"] {
             let l = load(name, repo).unwrap_or_else(|e| panic!("{name}: {e:#}"));
             assert_eq!(l.profile.name, name);
         }
