@@ -1281,3 +1281,47 @@ fn a_tax_at_ref_load_in_a_saturated_cell_is_marked() {
     );
     assert!(out.html().contains("(saturated)&rdquo;: at ref_load"));
 }
+
+/// The GPU model(s) are stated at a glance; a root that mixes models says so there and in a
+/// warning, with each model's launches (2 launches each of plain and mooncake_both, the
+/// latter's env.txt naming an H100, so 2 and 2 launches, one (unrecorded) machine each).
+#[test]
+fn a_root_that_mixes_gpu_models_is_named_and_warned() {
+    let demo = render(&common::demo());
+    let one = demo.md();
+    let row = one
+        .lines()
+        .find(|l| l.starts_with("| GPU |"))
+        .expect("a GPU row at a glance");
+    // The demo: 8 configs x 2 launches, every env.txt naming the same GPU.
+    assert_eq!(row, "| GPU | NVIDIA H20 96GB: 16 launches on 1 machine |");
+    assert!(!one.contains("mixes GPU models"));
+
+    let f = common::mixed_gpus();
+    let warnings = &f.analysis.summary.warnings;
+    let mixed: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.contains("mixes GPU models"))
+        .collect();
+    assert_eq!(mixed.len(), 1, "{warnings:#?}");
+    assert!(
+        mixed[0].starts_with(
+            "this root mixes GPU models (NVIDIA H100 80GB HBM3: 2 launches on 1 machine; \
+             NVIDIA H20 96GB: 2 launches on 1 machine)"
+        ),
+        "{}",
+        mixed[0]
+    );
+    let md = render(&f).md();
+    assert!(
+        md.contains(
+            "| GPU | NVIDIA H100 80GB HBM3: 2 launches on 1 machine; NVIDIA H20 96GB: 2 \
+             launches on 1 machine — MIXED GPU models (see Warnings) |"
+        ),
+        "{}",
+        md.lines()
+            .filter(|l| l.starts_with("| GPU"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

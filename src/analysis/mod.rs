@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ctax_schema::{Phase, ReferenceRates, SCHEMA_VERSION};
 use serde::{Deserialize, Serialize};
 
-use crate::ingest::Dataset;
+use crate::ingest::{Dataset, gpu_model};
 use crate::stats::BootstrapConfig;
 use model::{
     AnalysisResult, AnalysisSummary, CANONICAL_CONFIGS, CellKey, CellStats, DataAccounting,
@@ -280,6 +280,12 @@ pub(crate) fn analyze_leaving_out(
         )
     }));
     let dataset = dataset_info(ds, &cells);
+    if dataset.gpus.len() > 1 {
+        warnings.push(format!(
+            "this root mixes GPU models ({}): each tax compares launches on one machine, but the reference rates, the pooled cells and the figures, the launch-noise pool and the verdicts pool the models, whose capacity differs; keep one GPU model per results root (`ctax run` and `ctax rejoin` refuse to add another; DESIGN.md §4.3 \"GPU model\")",
+            gpu_model::describe(&dataset.gpus)
+        ));
+    }
     let mut episodes = episodes::find(&samples, &cells);
     episodes::attach_stores(&mut episodes, &dataset.engine, &dataset.environments);
     warnings.extend(episodes::warning(&episodes));
@@ -578,6 +584,12 @@ fn dataset_info(ds: &Dataset, cells: &[CellStats]) -> DatasetInfo {
             .collect(),
         profile: ds.profile.clone(),
         engine: ds.engine_facts().clone(),
+        gpus: gpu_model::tally(ds.runs.iter().map(|r| {
+            (
+                gpu_model::of_launch(r.placement(), &r.env),
+                crate::ingest::machine::machine_key(r.placement(), &r.env),
+            )
+        })),
         run_configs: ds
             .runs
             .iter()

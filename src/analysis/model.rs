@@ -425,6 +425,11 @@ pub struct DatasetInfo {
     /// directory; absent for runs without logs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub engine: BTreeMap<String, crate::ingest::engine_log::EngineFacts>,
+    /// The GPU model(s) the launches ran on, most launches first; empty where env.txt names no
+    /// GPU (CPU and simulated runs). More than one: the analysis warns (DESIGN.md §4.3 "GPU
+    /// model").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::ingest::gpu_model::GpuUse>,
 }
 
 /// Whether `config` has at least one complete pooled Phase A cell (else it has nothing to

@@ -12,6 +12,7 @@ pub mod accounting;
 pub(crate) mod engine_log;
 pub(crate) mod env;
 pub mod frames;
+pub(crate) mod gpu_model;
 pub(crate) mod jsonl;
 pub(crate) mod machine;
 pub(crate) mod names;
@@ -76,7 +77,7 @@ impl Run {
     }
 
     /// Where the (latest) launch in this directory ran; `None` before slots existed.
-    fn placement(&self) -> Option<&Placement> {
+    pub(crate) fn placement(&self) -> Option<&Placement> {
         self.run_config.as_ref().and_then(|c| c.placement.as_ref())
     }
 

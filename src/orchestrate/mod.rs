@@ -28,6 +28,7 @@ pub mod killed;
 mod launch;
 mod manifest;
 pub mod merge;
+mod one_gpu_model;
 mod plan;
 mod preflight;
 mod profile;
@@ -324,6 +325,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &env,
         &slots::allowed_cpus(),
         &slots::query_gpus(),
+    )?;
+    one_gpu_model::ensure_same(
+        &root,
+        &one_gpu_model::of_slots(slots.iter().map(|s| s.gpu_index), &slots::query_gpu_names()),
+        "this sweep",
     )?;
     if !dry {
         slots::check_ports_free(&slots, &p.server.host, !is_vllm(&p))?;

@@ -129,6 +129,12 @@ pub fn rejoin(back: &Path, root: &Path) -> anyhow::Result<Rejoined> {
         );
     }
 
+    super::one_gpu_model::ensure_same(
+        root,
+        &super::one_gpu_model::of_root(back),
+        &format!("the rejoin of {}", back.display()),
+    )?;
+
     // Run directories: new, unchanged or resumed there (checked now, written below).
     let mut out = Rejoined::default();
     let mut copy: Vec<(PathBuf, String, bool)> = Vec::new();
@@ -788,6 +794,40 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&after), names(&before), "nothing written");
+    }
+
+    /// A bring-back from a GPU of another model than the root's launches is refused before
+    /// anything is written, naming both models; one from the same model joins.
+    #[test]
+    fn a_bring_back_from_another_gpu_model_is_refused_before_writing() {
+        use crate::orchestrate::one_gpu_model::tests::{H100, H200, run_on};
+        let t = tempfile::tempdir().unwrap();
+        let root = skeleton::tests::root(t.path());
+        for (dir, _) in resume::runs(&root) {
+            let gpus = format!("== gpu\nGPU 0: {H200} (UUID: GPU-13eae37f)\n");
+            std::fs::write(dir.join("env.txt"), gpus).unwrap();
+        }
+        let sk = t.path().join("sk");
+        skeleton::make(&root, &sk).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        run_on(&sk, "20261205-000000_plain_l3", &[H100], Some(0));
+        let before = data(&root);
+        let e = rejoin(&sk, &root).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("holds launches on {H200} ("))
+                && e.contains(&format!(
+                    "would add launches on {H100} (20261205-000000_plain_l3)"
+                )),
+            "{e}"
+        );
+        assert_eq!(data(&root), before, "nothing written");
+        // The same launch on the root's model joins.
+        run_on(&sk, "20261205-000000_plain_l3", &[H200], Some(0));
+        let out = rejoin(&sk, &root).unwrap();
+        assert!(
+            root.join("20261205-000000_plain_l3/env.txt").exists(),
+            "{out:?}"
+        );
     }
 
     /// From a review: an interrupted replace is put back; a directory a new manifest row names

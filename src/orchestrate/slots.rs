@@ -342,8 +342,20 @@ pub(crate) fn check_ports_free(slots: &[Slot], host: &str, api_only: bool) -> an
 /// (index, uuid) of every GPU, from `nvidia-smi --query-gpu=index,uuid --format=csv,noheader`;
 /// empty where nvidia-smi is absent or fails (CPU and simulated sweeps).
 pub(crate) fn query_gpus() -> Vec<(u32, String)> {
+    query_gpu_field("uuid")
+}
+
+/// (index, name) of every GPU (`NVIDIA H200`), as [`query_gpus`].
+pub(crate) fn query_gpu_names() -> Vec<(u32, String)> {
+    query_gpu_field("name")
+}
+
+fn query_gpu_field(field: &str) -> Vec<(u32, String)> {
     let Ok(out) = Command::new("nvidia-smi")
-        .args(["--query-gpu=index,uuid", "--format=csv,noheader"])
+        .args([
+            &format!("--query-gpu=index,{field}"),
+            "--format=csv,noheader",
+        ])
         .output()
     else {
         return Vec::new();

@@ -70,6 +70,8 @@ struct Variant {
     /// Only these configs (default: all eight), each launched this many times (default 1).
     only: Option<&'static [&'static str]>,
     launches: Option<u32>,
+    /// (config, GPU model): that config's launches' env.txt names this GPU instead.
+    other_gpu: Option<(&'static str, &'static str)>,
 }
 
 pub const STEP_TIMING_REASON: &str =
@@ -193,10 +195,16 @@ fn dress(root: &Path, v: &Variant, spec: &SynthSpec) {
             "kv_connector": rc.config,
         });
         write_json(&rc_path, &rc);
+        let gpu = match v.other_gpu {
+            Some((c, model)) if c == rc.config => model,
+            _ => "NVIDIA H20 96GB",
+        };
         std::fs::write(
             dir.join("env.txt"),
-            "== vllm\nversion: 0.11.2\ngit_sha: 9c3fe1d2a7\n\n== gpu\ngpu_0: NVIDIA H20 96GB\n\
-             driver: 570.124.06\n\n== pip freeze\nvllm==0.11.2\nmooncake-transfer-engine==0.3.7.post2\n",
+            format!(
+                "== vllm\nversion: 0.11.2\ngit_sha: 9c3fe1d2a7\n\n== gpu\ngpu_0: {gpu}\n\
+                 driver: 570.124.06\n\n== pip freeze\nvllm==0.11.2\nmooncake-transfer-engine==0.3.7.post2\n"
+            ),
         )
         .unwrap();
         let mut r = row("1 Phase A", &rc.config, start, RowStatus::Ok);
@@ -350,6 +358,17 @@ pub fn two_launches() -> Fixture {
     build(Variant {
         only: Some(&["plain", "noop_connector"]),
         launches: Some(2),
+        ..Variant::default()
+    })
+}
+
+/// plain and mooncake_both, two launches each, mooncake_both's on another GPU model (a root
+/// that mixes GPU models).
+pub fn mixed_gpus() -> Fixture {
+    build(Variant {
+        only: Some(&["plain", "mooncake_both"]),
+        launches: Some(2),
+        other_gpu: Some(("mooncake_both", "NVIDIA H100 80GB HBM3")),
         ..Variant::default()
     })
 }

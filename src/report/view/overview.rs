@@ -121,6 +121,17 @@ pub(super) fn glance(
             },
         ),
     ];
+    if !d.gpus.is_empty() {
+        let mixed = if d.gpus.len() > 1 {
+            " — MIXED GPU models (see Warnings)"
+        } else {
+            ""
+        };
+        glance.push((
+            "GPU".to_owned(),
+            format!("{}{mixed}", crate::ingest::gpu_model::describe(&d.gpus)),
+        ));
+    }
     let n = &s.launch_noise;
     glance.push((
         "Launches per config".to_owned(),
