@@ -777,6 +777,30 @@ fn merge_refuses_mismatched_profiles_and_overlapping_launches() {
     let o = merge(&[&a, &d], "o3");
     assert!(!o.status.success());
     assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
+    // Not shards that ran on different GPU models (env.txt as nvidia-smi -L wrote it).
+    let gpu = |root: &Path, model: &str| {
+        for (dir, _) in runs(root) {
+            let env = format!("== gpu\nGPU 0: {model} (UUID: GPU-0000)\n");
+            std::fs::write(dir.join("env.txt"), env).unwrap();
+        }
+    };
+    gpu(&a, "NVIDIA H200");
+    gpu(&d, "NVIDIA H100 80GB HBM3");
+    let o = merge(&[&a, &d], "o4");
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!(
+            "different GPU models (NVIDIA H100 80GB HBM3 in {}; NVIDIA H200 in {})",
+            d.display(),
+            a.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!t.join("o4").exists(), "nothing written when refused");
+    gpu(&d, "NVIDIA H200");
+    let o = merge(&[&a, &d], "o5");
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 /// Two slots on a machine where plain never ran (the root's plain launch is recorded on another
@@ -846,4 +870,89 @@ fn one_anchor_per_machine_whatever_the_slots() {
         "the anchor and the two new configs: {rows:?}"
     );
     check_launches_exact(&out, 10);
+}
+
+/// `ctax run` on a host whose GPUs are another model than the root's launches is refused before
+/// the root is touched, `--force-profile` too (its profile.toml would be overwritten first):
+/// nvidia-smi is a stand-in on PATH that lists one H100; the root holds an H200 launch.
+#[test]
+fn a_sweep_on_another_gpu_model_is_refused_before_the_root_is_touched() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let smi = bin.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\ncase \"$*\" in\n  *index,name*) echo '0, NVIDIA H100 80GB HBM3' ;;\n  \
+         *index,uuid*) echo '0, GPU-8818c3c2-41a2-2428-a37f-65602e189ec8' ;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = tmp.path().join("root");
+    let d = root.join("20261130-205621_plain_l0");
+    std::fs::create_dir_all(&d).unwrap();
+    let rc = serde_json::json!({"schema_version": 1, "config": "plain", "launch": 0,
+        "run_dir": "20261130-205621_plain_l0", "phases": ["A"], "cells": [], "model": "m",
+        "served_model_name": "m", "port": 1, "extra": {"stage": "A"},
+        "placement": {"slot": 0, "slots": 1, "gpu_index": 0}});
+    std::fs::write(d.join("config.json"), rc.to_string()).unwrap();
+    std::fs::write(
+        d.join("env.txt"),
+        "== gpu\nGPU 0: NVIDIA H200 (UUID: GPU-13eae37f-8099-b03a-c45f-13729ad30e2f)\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("profile.toml"), "name = \"h200x2\"\n").unwrap();
+    let listing = |r: &Path| {
+        let mut v: Vec<(PathBuf, Vec<u8>)> = walk(r)
+            .into_iter()
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap_or_default();
+                (p, bytes)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&root);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for force in [false, true] {
+        let mut c = ctax(&["run", "--profile"]);
+        c.arg(repo().join("launch/profiles/h100.toml"))
+            .arg("--out")
+            .arg(&root)
+            .args(["--gpus", "0", "--repo"])
+            .arg(repo())
+            .env("PATH", &path);
+        if force {
+            c.arg("--force-profile");
+        }
+        let o = c.output().unwrap();
+        assert!(!o.status.success());
+        let e = stderr(&o);
+        assert!(
+            e.contains("holds launches on NVIDIA H200 (20261130-205621_plain_l0)")
+                && e.contains("this sweep would add launches on NVIDIA H100 80GB HBM3 (GPU 0)"),
+            "{e}"
+        );
+        assert_eq!(listing(&root), before, "nothing written (force {force})");
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -9,7 +9,9 @@
 #   receive` there once per part (carrying .device-stage/s/part_NNN or .gpu/b/part_NNN), and
 #   start carrying only .device-stage/gpu-setup.sh. Send the first receive call alone: when no
 #   machine can be started every call is refused and still costs device time (15 s each, a
-#   failed start up to ~170 s; 2026-12-03), so batch the other parts only once it lands
+#   failed start up to ~170 s; 2026-12-03), so batch the other parts only once it lands. It
+#   prints the machine's GPU model: resume the root of that model (a root holds one; an H100
+#   may come for a call naming nvidia-h200)
 #   bash tools/gpu_run.sh start PROFILE OUT [ctax run args...]   (carry .gpu; installs vLLM,
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
@@ -160,7 +162,11 @@ case "$cmd" in
     mkdir -p /tmp/stage /tmp/ctax-bins
     for f in "$REPO"/.device-stage/s/part_*; do [ -f "$f" ] && cp "$f" /tmp/stage/; done
     for f in "$REPO"/.gpu/b/part_*; do [ -f "$f" ] && cp "$f" /tmp/ctax-bins/; done
-    echo "received: $(find /tmp/stage -type f | wc -l) bundle parts, $(find /tmp/ctax-bins -type f | wc -l) binary parts" ;;
+    echo "received: $(find /tmp/stage -type f | wc -l) bundle parts, $(find /tmp/ctax-bins -type f | wc -l) binary parts"
+    # Which GPU model this machine has, on the first call already: a results root holds one
+    # model (DESIGN.md §4.3 "GPU model"; `ctax run` refuses another), so the stretch resumes
+    # the root of this model (an H100 came on 2026-12-05 for a call naming nvidia-h200).
+    echo "GPU model here: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort -u | paste -sd, - || true)" ;;
   start)
     profile=${1:?profile}; out=${2:?results root}; shift 2
     check_parts "$@"

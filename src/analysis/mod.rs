@@ -584,12 +584,20 @@ fn dataset_info(ds: &Dataset, cells: &[CellStats]) -> DatasetInfo {
             .collect(),
         profile: ds.profile.clone(),
         engine: ds.engine_facts().clone(),
-        gpus: gpu_model::tally(ds.runs.iter().map(|r| {
-            (
-                gpu_model::of_launch(r.placement(), &r.env),
-                crate::ingest::machine::machine_key(r.placement(), &r.env),
-            )
-        })),
+        // Launches that measured something (a run directory a dead engine left without a
+        // cell is no launch in the tables), and no simulated ones (their env.txt lists the
+        // host's GPUs, which the simulator never used).
+        gpus: gpu_model::tally(
+            ds.runs
+                .iter()
+                .filter(|r| !r.simulated() && !r.cells.is_empty())
+                .map(|r| {
+                    (
+                        gpu_model::of_launch(r.placement(), &r.env),
+                        crate::ingest::machine::machine_key(r.placement(), &r.env),
+                    )
+                }),
+        ),
         run_configs: ds
             .runs
             .iter()

@@ -18,26 +18,24 @@ pub(crate) fn model_name(desc: &str) -> Option<String> {
     (!head.is_empty()).then(|| head.to_owned())
 }
 
-/// The GPU model of a launch, from its env.txt (`gpu.gpu_<i>` lines): the GPU its placement
-/// names, else the models of the host's GPUs (joined with " + " where they differ); `None`
-/// where env.txt lists no GPU (a CPU or simulated run, or no env.txt).
+/// The GPU model(s) of a launch, from its env.txt (`gpu.gpu_<i>` lines): the GPU its placement
+/// names, else every model among the host's GPUs (a launch without a placement on a host of two
+/// models counts for both); empty where env.txt lists no GPU (a CPU run, no env.txt).
 pub(crate) fn of_launch(
     placement: Option<&Placement>,
     env: &BTreeMap<String, String>,
-) -> Option<String> {
+) -> BTreeSet<String> {
     if let Some(m) = placement
         .and_then(|p| p.gpu_index)
         .and_then(|i| env.get(&format!("gpu.gpu_{i}")))
         .and_then(|d| model_name(d))
     {
-        return Some(m);
+        return BTreeSet::from([m]);
     }
-    let models: BTreeSet<String> = env
-        .iter()
+    env.iter()
         .filter(|(k, _)| k.starts_with("gpu.gpu_"))
         .filter_map(|(_, v)| model_name(v))
-        .collect();
-    (!models.is_empty()).then(|| models.into_iter().collect::<Vec<_>>().join(" + "))
+        .collect()
 }
 
 /// Where one GPU model ran in a dataset.
@@ -50,15 +48,15 @@ pub struct GpuUse {
     pub machines: usize,
 }
 
-/// (model, machine key) of each launch → one row per model, most launches first (then by name);
-/// launches without a model are not counted.
-pub(crate) fn tally(launches: impl IntoIterator<Item = (Option<String>, String)>) -> Vec<GpuUse> {
+/// (models, machine key) of each launch → one row per model, most launches first (then by
+/// name); a launch counts for each of its models, and for none without one.
+pub(crate) fn tally(launches: impl IntoIterator<Item = (BTreeSet<String>, String)>) -> Vec<GpuUse> {
     let mut by: BTreeMap<String, (usize, BTreeSet<String>)> = BTreeMap::new();
-    for (model, machine) in launches {
-        if let Some(m) = model {
+    for (models, machine) in launches {
+        for m in models {
             let e = by.entry(m).or_default();
             e.0 += 1;
-            e.1.insert(machine);
+            e.1.insert(machine.clone());
         }
     }
     let mut out: Vec<GpuUse> = by
@@ -122,35 +120,33 @@ mod tests {
             gpu_index: Some(i),
             ..Default::default()
         };
+        let set = |v: &[&str]| v.iter().map(|m| (*m).to_owned()).collect::<BTreeSet<_>>();
         assert_eq!(
-            of_launch(Some(&on(1)), &env).as_deref(),
-            Some("NVIDIA H100 80GB HBM3")
+            of_launch(Some(&on(1)), &env),
+            set(&["NVIDIA H100 80GB HBM3"])
         );
-        assert_eq!(
-            of_launch(Some(&on(0)), &env).as_deref(),
-            Some("NVIDIA H200")
-        );
-        // No placement (runs before slots): the host's models, both named.
-        assert_eq!(
-            of_launch(None, &env).as_deref(),
-            Some("NVIDIA H100 80GB HBM3 + NVIDIA H200")
-        );
+        assert_eq!(of_launch(Some(&on(0)), &env), set(&["NVIDIA H200"]));
+        // No placement (runs before slots), or no GPU index (a slot of several GPUs, a MIG
+        // device): every model of the host, each by its own name.
+        let both = set(&["NVIDIA H100 80GB HBM3", "NVIDIA H200"]);
+        assert_eq!(of_launch(None, &env), both);
+        assert_eq!(of_launch(Some(&Placement::default()), &env), both);
         // A CPU run's env.txt lists no GPU.
-        assert_eq!(of_launch(None, &parse_env_txt("== gpu\nno GPU\n")), None);
+        assert!(of_launch(None, &parse_env_txt("== gpu\nno GPU\n")).is_empty());
     }
 
     #[test]
     fn the_tally_counts_launches_and_distinct_machines_per_model() {
-        let h200 = || Some("NVIDIA H200".to_owned());
+        let h200 = || vec!["NVIDIA H200"];
         let t = tally(
             [
                 (h200(), "boot a"),
                 (h200(), "boot a"),
                 (h200(), "boot b"),
-                (Some("NVIDIA H100 80GB HBM3".to_owned()), "boot c"),
-                (None, "unrecorded"),
+                (vec!["NVIDIA H100 80GB HBM3"], "boot c"),
+                (vec![], "unrecorded"),
             ]
-            .map(|(m, k)| (m, k.to_owned())),
+            .map(|(m, k)| (m.into_iter().map(str::to_owned).collect(), k.to_owned())),
         );
         assert_eq!(
             describe(&t),

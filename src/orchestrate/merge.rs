@@ -2,7 +2,8 @@
 //! on several hosts) into one root that `ctax reference-rates`, `ctax analyze` and
 //! `ctax report` read like an unsharded one.
 //!
-//! Refused: roots whose `profile.toml` differ (not one sweep), two roots holding the same
+//! Refused: roots whose `profile.toml` differ (not one sweep), roots whose launches ran on
+//! different GPU models, two roots holding the same
 //! launch (config, launch index, stage) or the same run directory name, and pre-flight
 //! decisions that disagree (a config included on one host and skipped on another). Run
 //! directories are hard-linked when the output is on the same filesystem, else copied;
@@ -54,6 +55,23 @@ pub fn merge(roots: &[PathBuf], out: &Path) -> anyhow::Result<Merged> {
             r.display()
         );
     }
+    // One GPU model (DESIGN.md §4.3 "GPU model"): shards on hosts of different models are two
+    // datasets.
+    let mut models: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in roots {
+        for m in super::one_gpu_model::of_root(r).into_keys() {
+            models.entry(m).or_default().push(r.display().to_string());
+        }
+    }
+    anyhow::ensure!(
+        models.len() <= 1,
+        "the shards ran on different GPU models ({}): a results root holds one GPU model; merge the shards of each model into a root of its own",
+        models
+            .iter()
+            .map(|(m, rs)| format!("{m} in {}", rs.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
     // Launches: no identity twice.
     let mut seen: BTreeMap<(String, u32, String), PathBuf> = BTreeMap::new();
     let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();

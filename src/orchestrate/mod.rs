@@ -277,6 +277,34 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             root.display()
         ),
     )?;
+    let env = launch_env(&p, &repo);
+    let python = p
+        .server
+        .python
+        .as_ref()
+        .map(|s| profile::expand(s, &repo))
+        .unwrap_or_else(|| shebang_python(&profile::expand(&p.server.vllm, &repo)));
+    // The slots, checked before anything starts: GPUs exist, ports are disjoint and free.
+    let slots = slots::build(
+        &p,
+        &slots::SlotOptions {
+            gpus: args.gpus.clone(),
+            port_offset: args.port_offset,
+            shard: (!shard.is_whole()).then(|| shard.to_string()),
+        },
+        &env,
+        &slots::allowed_cpus(),
+        &slots::query_gpus(),
+    )?;
+    // A root holds one GPU model: refused before the root, its lock or its profile.toml is
+    // written (a vLLM server on GPUs only: simulated and CPU sweeps record no model).
+    if is_vllm(&p) && p.server.device != "cpu" {
+        one_gpu_model::ensure_same(
+            &root,
+            &one_gpu_model::of_slots(slots.iter().map(|s| s.gpu_index), &slots::query_gpu_names()),
+            "this sweep",
+        )?;
+    }
     if !dry {
         std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     }
@@ -307,30 +335,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         "collector not found at {} (build with `cargo build --release`)",
         collector.display()
     );
-    let env = launch_env(&p, &repo);
-    let python = p
-        .server
-        .python
-        .as_ref()
-        .map(|s| profile::expand(s, &repo))
-        .unwrap_or_else(|| shebang_python(&profile::expand(&p.server.vllm, &repo)));
-    // The slots, checked before anything starts: GPUs exist, ports are disjoint and free.
-    let slots = slots::build(
-        &p,
-        &slots::SlotOptions {
-            gpus: args.gpus.clone(),
-            port_offset: args.port_offset,
-            shard: (!shard.is_whole()).then(|| shard.to_string()),
-        },
-        &env,
-        &slots::allowed_cpus(),
-        &slots::query_gpus(),
-    )?;
-    one_gpu_model::ensure_same(
-        &root,
-        &one_gpu_model::of_slots(slots.iter().map(|s| s.gpu_index), &slots::query_gpu_names()),
-        "this sweep",
-    )?;
     if !dry {
         slots::check_ports_free(&slots, &p.server.host, !is_vllm(&p))?;
     }

@@ -14,32 +14,42 @@ use crate::ingest::gpu_model;
 pub(crate) fn of_root(root: &Path) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (dir, rc) in super::resume::runs(root) {
+        // A simulated server's env.txt lists the host's GPUs, which it never used.
+        if rc.simulated {
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(dir.join("env.txt")) else {
             continue;
         };
         let env = crate::ingest::env::parse_env_txt(&text);
-        if let Some(m) = gpu_model::of_launch(rc.placement.as_ref(), &env) {
-            let name = dir
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-            out.entry(m).or_default().push(name);
+        let name = dir
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        for m in gpu_model::of_launch(rc.placement.as_ref(), &env) {
+            out.entry(m).or_default().push(name.clone());
         }
     }
     out
 }
 
 /// model → where it is on this host (`GPU 0`, …): the models of the GPUs the slots use, from
-/// `names` ((index, name) as nvidia-smi lists them); empty without nvidia-smi.
+/// `names` ((index, name) as nvidia-smi lists them). A slot without one GPU index (several
+/// GPUs, a MIG device, one slot on a host of several GPUs) counts every GPU nvidia-smi lists,
+/// as its env.txt will. Empty without nvidia-smi.
 pub(crate) fn of_slots(
     gpu_indices: impl IntoIterator<Item = Option<u32>>,
     names: &[(u32, String)],
 ) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for i in gpu_indices.into_iter().flatten() {
-        if let Some((_, name)) = names.iter().find(|(j, _)| *j == i)
-            && let Some(m) = gpu_model::model_name(name)
-        {
-            out.entry(m).or_default().push(format!("GPU {i}"));
+    for slot in gpu_indices {
+        for (i, name) in names.iter().filter(|(j, _)| slot.is_none_or(|s| s == *j)) {
+            if let Some(m) = gpu_model::model_name(name) {
+                let at = out.entry(m).or_default();
+                let gpu = format!("GPU {i}");
+                if !at.contains(&gpu) {
+                    at.push(gpu);
+                }
+            }
         }
     }
     out
@@ -160,9 +170,22 @@ pub(crate) mod tests {
         );
         let same = [(0, H200.to_owned())];
         ensure_same(root, &of_slots([Some(0)], &same), "this sweep").unwrap();
-        // Without nvidia-smi (no names) or a GPU index nothing is known: nothing refused.
+        // Without nvidia-smi (no names) nothing is known: nothing refused.
         ensure_same(root, &of_slots([Some(0)], &[]), "this sweep").unwrap();
-        ensure_same(root, &of_slots([None], &names), "this sweep").unwrap();
+        // A slot without one GPU index counts every GPU of the host.
+        let e = ensure_same(root, &of_slots([None], &names), "this sweep")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NVIDIA H100 80GB HBM3 (GPU 0, GPU 1)"), "{e}");
+        // A simulated launch's env.txt names the host's GPUs, which it never used.
+        let sim = root.join("sim");
+        run_on(&sim, "20261130-000000_plain_l0", &[H100], Some(0));
+        let cfg = sim.join("20261130-000000_plain_l0/config.json");
+        let mut rc: ctax_schema::RunConfig =
+            serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
+        rc.simulated = true;
+        std::fs::write(&cfg, serde_json::to_vec(&rc).unwrap()).unwrap();
+        assert!(of_root(&sim).is_empty());
     }
 
     #[test]
