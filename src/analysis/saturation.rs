@@ -444,3 +444,124 @@ fn not_evaluated(c: &CellStats) -> Saturation {
         saturated: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-launch rows of a synthetic plain (Phase A at 1, 2 and 4 req/s, 4096/256, far
+    /// below its capacity: nothing saturates) with `launches` launches, as the analysis makes
+    /// them.
+    fn per_launch(launches: u32) -> Vec<CellStats> {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = crate::synth::SynthSpec {
+            launches,
+            requests_per_cell: 120,
+            with_steps: false,
+            ..Default::default()
+        };
+        crate::synth::generate(&spec, dir.path()).unwrap();
+        let ds = crate::ingest::load(dir.path()).unwrap();
+        let opts = crate::analysis::AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        };
+        let rows = crate::analysis::analyze(&ds, &opts)
+            .unwrap()
+            .result
+            .summary
+            .per_launch;
+        assert!(
+            evaluate_launches(&mut rows.clone())
+                .iter()
+                .all(|l| l.rate.is_none()),
+            "the synthetic plain keeps up at every rate"
+        );
+        rows
+    }
+
+    /// Makes criterion Q fire in the Phase A row of `launch` at `rate` with `input_len`.
+    fn queue_at(rows: &mut [CellStats], launch: u32, rate: f64, input_len: u32) {
+        for c in rows.iter_mut().filter(|c| {
+            c.key.phase == Phase::A
+                && c.launch == Some(launch)
+                && c.rate == rate
+                && c.input_len == input_len
+        }) {
+            c.waiting_p50 = Some(5.0);
+        }
+    }
+
+    /// With two Phase A shapes a launch's own rate is the lower of its shapes' (the one where a
+    /// criterion fired first), named by that cell; each shape's rows are flagged from its own
+    /// knee; the other launch stays unsaturated.
+    #[test]
+    fn a_launch_s_rate_is_the_lowest_over_its_shapes() {
+        let mut rows = per_launch(2);
+        let second: Vec<CellStats> = rows
+            .iter()
+            .filter(|c| c.key.phase == Phase::A)
+            .cloned()
+            .map(|mut c| {
+                c.input_len = 512;
+                c.output_len = 64;
+                c.key.cell = c.key.cell.replace("_i4096_o256", "_i512_o64");
+                c
+            })
+            .collect();
+        rows.extend(second);
+        queue_at(&mut rows, 0, 4.0, 4096);
+        queue_at(&mut rows, 0, 2.0, 512);
+        let out = evaluate_launches(&mut rows);
+        assert_eq!(out.len(), 2, "{out:?}");
+        let l0 = &out[0];
+        assert_eq!(
+            (l0.launch, l0.rate, l0.cell.as_str(), l0.criteria.as_str()),
+            (0, Some(2.0), "r2_i512_o64", "Q")
+        );
+        assert_eq!(l0.rates, vec![1.0, 2.0, 4.0]);
+        assert_eq!((out[1].launch, out[1].rate), (1, None));
+        for c in rows.iter().filter(|c| c.launch == Some(0)) {
+            let knee = if c.input_len == 512 { 2.0 } else { 4.0 };
+            let s = c.saturation.as_ref().unwrap();
+            assert_eq!(s.saturated, c.rate >= knee, "{}", c.key.cell);
+        }
+        // The order of the shapes does not matter: the other shape lower gives its cell.
+        let mut rows = per_launch(2);
+        let second: Vec<CellStats> = rows
+            .iter()
+            .filter(|c| c.key.phase == Phase::A)
+            .cloned()
+            .map(|mut c| {
+                c.input_len = 512;
+                c.key.cell = c.key.cell.replace("_i4096_", "_i512_");
+                c
+            })
+            .collect();
+        rows.extend(second);
+        queue_at(&mut rows, 0, 2.0, 4096);
+        queue_at(&mut rows, 0, 4.0, 512);
+        let l0 = evaluate_launches(&mut rows).remove(0);
+        assert_eq!((l0.rate, l0.cell.as_str()), (Some(2.0), "r2_i4096_o256"));
+    }
+
+    /// A config with one launch has one entry, read from its one row per cell (a copy of the
+    /// pooled cell): the launch's rate is where that row's criteria fire.
+    #[test]
+    fn a_single_launch_config_has_one_entry_read_from_its_own_rows() {
+        let mut rows = per_launch(1);
+        assert!(rows.iter().all(|c| c.launch == Some(0)));
+        queue_at(&mut rows, 0, 2.0, 4096);
+        let out = evaluate_launches(&mut rows);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            (
+                out[0].config.as_str(),
+                out[0].rate,
+                out[0].cell.as_str(),
+                out[0].criteria.as_str()
+            ),
+            ("plain", Some(2.0), "r2_i4096_o256", "Q")
+        );
+    }
+}
