@@ -282,7 +282,7 @@ pub(crate) fn analyze_leaving_out(
     let dataset = dataset_info(ds, &cells);
     if dataset.gpus.len() > 1 {
         warnings.push(format!(
-            "this root mixes GPU models ({}): each tax compares launches on one machine, but the reference rates, the pooled cells and the figures, the launch-noise pool and the verdicts pool the models, whose capacity differs; keep one GPU model per results root (`ctax run` and `ctax rejoin` refuse to add another; DESIGN.md §4.3 \"GPU model\")",
+            "this root mixes GPU models ({}): each tax compares launches on one machine, but the reference rates, the pooled cells and the figures, the launch-noise pool and the verdicts pool the models, whose capacity differs; keep one GPU model per results root (`ctax run`, `ctax rejoin` and `ctax merge` refuse to add another; DESIGN.md §4.3 \"GPU model\")",
             gpu_model::describe(&dataset.gpus)
         ));
     }

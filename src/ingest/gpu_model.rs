@@ -2,8 +2,9 @@
 //! model: each tax pairs a config with plain on one machine, but the reference rates, the
 //! pooled cells, the noise pool and every figure pool the root's launches, and two GPU models
 //! differ in capacity (the stand-in's knee is 8 req/s on an H200 and 4 on an H100), so `ctax
-//! run` and `ctax rejoin` refuse to add another model's launches to a root, and the report
-//! names the model(s) and warns where a root mixes them anyway.
+//! run`, `ctax rejoin` and `ctax merge` refuse to add another model's launches to a root
+//! (`orchestrate::one_gpu_model`), and the report names the model(s) and warns where a root
+//! mixes them anyway.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,8 +1,7 @@
-//! A results root holds one GPU model (DESIGN.md §4.3 "GPU model"): `ctax run` refuses to
-//! resume a root on GPUs of another model, and `ctax rejoin` to join launches made on one. Each
-//! tax pairs a config with plain on one machine, but the reference rates, the pooled cells, the
-//! noise pool and the figures pool a root's launches, and GPU models differ in capacity (the
-//! stand-in's knee: 8 req/s on an H200, 4 on an H100).
+//! A results root holds one GPU model (why: `ingest::gpu_model`, DESIGN.md §4.3 "GPU model"):
+//! `ctax run` refuses to resume a root on GPUs of another model, `ctax rejoin` to join
+//! launches made on one, and `ctax merge` (its own check, over the shards' [`of_root`]) to
+//! merge shards of different models.
 
 use std::collections::BTreeMap;
 use std::path::Path;
