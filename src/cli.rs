@@ -91,6 +91,12 @@ pub enum Cmd {
         /// ingest then cuts it): the raw log is stored once (~15% of an archived launch).
         #[arg(long)]
         slim_steps: bool,
+        /// Then re-encode each zstd request file (`requests_*.jsonl.zst`) as request columns,
+        /// `requests_*.jsonl.cols` (event times as byte-plane deltas, DESIGN.md §2.6; ~26%
+        /// smaller), verified by decoding the new file from disk to the same bytes. Ingest,
+        /// rejoin and skeleton read both forms; `ctax cat FILE` prints the JSONL.
+        #[arg(long)]
+        columns: bool,
         /// First finish the launches a hard kill (SIGKILL, a GPU machine given back) left
         /// before their end: a run directory without a manifest row, or with a raw step log still
         /// plain, gets what the launch's end writes for the cells it completed (their placement,
@@ -100,6 +106,9 @@ pub enum Cmd {
         #[arg(long)]
         finish_killed: bool,
     },
+    /// Print a raw file's records as the collector wrote them (JSONL), whatever its stored
+    /// form: `X.jsonl`, `X.jsonl.zst`, request columns `X.jsonl.cols`.
+    Cat { file: PathBuf },
     /// Print the evidence behind the statistical defaults: autocorrelation by send order,
     /// block lengths and within-cell drift of every run cell (Markdown).
     Diagnose { root: PathBuf },

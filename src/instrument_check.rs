@@ -110,13 +110,13 @@ fn ctax_position(run_dir: &Path, position: u32) -> anyhow::Result<Position> {
         .map(|e| e.path())
         .filter(|p| {
             p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                n.starts_with("requests_") && (n.ends_with(".jsonl") || n.ends_with(".jsonl.zst"))
+                n.starts_with("requests_") && ctax_schema::plain_name(n).ends_with(".jsonl")
             })
         })
         .collect();
     let [file] = files.as_slice() else {
         bail!(
-            "{}: expected exactly one requests_*.jsonl[.zst], found {}",
+            "{}: expected exactly one requests_*.jsonl[.zst|.cols], found {}",
             run_dir.display(),
             files.len()
         );

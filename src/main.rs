@@ -108,7 +108,7 @@ fn run() -> anyhow::Result<ExitCode> {
             }
             if r.unfinished.is_empty() {
                 println!(
-                    "next: `ctax archive {} --slim-steps`, then `--recompress`",
+                    "next: `ctax archive {} --slim-steps`, then `--recompress --columns`",
                     root.display()
                 );
             } else {
@@ -116,7 +116,7 @@ fn run() -> anyhow::Result<ExitCode> {
                     "{} run director{} without a manifest row or with a raw step log still \
                      plain: {} — launches killed there, or still running if this was a \
                      snapshot of a live sweep\nnext, once that sweep has ended: `ctax archive \
-                     {} --finish-killed`, then `--slim-steps` and `--recompress`",
+                     {} --finish-killed`, then `--slim-steps` and `--recompress --columns`",
                     r.unfinished.len(),
                     if r.unfinished.len() == 1 { "y" } else { "ies" },
                     r.unfinished.join(", "),
@@ -145,6 +145,7 @@ fn run() -> anyhow::Result<ExitCode> {
             level,
             recompress,
             slim_steps,
+            columns,
             finish_killed,
         } => {
             use connector_tax::orchestrate::{archive, root_lock};
@@ -191,6 +192,18 @@ fn run() -> anyhow::Result<ExitCode> {
                 );
                 rep.kept.extend(slim.kept);
             }
+            if columns {
+                let cols = archive::columns_root(&root)?;
+                println!(
+                    "re-encoded {} request files as columns: {:.1} MB -> {:.1} MB; {} zstd \
+                     copies of identical columns removed",
+                    cols.compressed,
+                    cols.bytes_before as f64 / 1e6,
+                    cols.bytes_after as f64 / 1e6,
+                    cols.already_archived
+                );
+                rep.kept.extend(cols.kept);
+            }
             for k in &rep.kept {
                 eprintln!("warning: {}", ctax_schema::text::escape_controls(k));
             }
@@ -198,6 +211,11 @@ fn run() -> anyhow::Result<ExitCode> {
                 eprintln!("{} files left as they were (above)", rep.kept.len());
                 return Ok(ExitCode::FAILURE);
             }
+        }
+        Cmd::Cat { file } => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            connector_tax::ingest::cat(&file, &mut out)?;
+            std::io::Write::flush(&mut out)?;
         }
         Cmd::Diagnose { root } => {
             let ds = connector_tax::ingest::load(&root)?;

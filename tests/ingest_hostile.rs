@@ -93,3 +93,36 @@ fn a_70_mib_line_is_an_error_naming_file_and_line() {
         "{msg}"
     );
 }
+
+/// Request columns (`.cols`, `ctax archive --columns`) that are not what they claim: a JSONL
+/// file under that name, a cut file, a header announcing 1 TiB. Each is an error naming the
+/// file and what is wrong, at once and without allocating what the header says.
+#[test]
+fn request_columns_that_are_not_what_they_claim_fail_naming_the_file() {
+    let header = |lines: u64, events: u64, raw: u64, sections: [u64; 3]| {
+        let mut b = b"CTAXCOL1".to_vec();
+        for v in [lines, events, raw].into_iter().chain(sections) {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b
+    };
+    let huge = header(1, 1, 1 << 40, [0, 0, 0]);
+    let cut = {
+        let mut b = header(1, 0, 10, [100, 0, 0]);
+        b.extend_from_slice(&[0; 40]);
+        b
+    };
+    for (body, want) in [
+        (b"{\"events\":[]}\n".to_vec(), "not a request-columns file"),
+        (cut, "do not add up to the file's 96 bytes"),
+        (huge, "not plausible"),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let p = run_dir(d.path()).join("requests_A_r4_i8_o8.jsonl.cols");
+        std::fs::write(&p, body).unwrap();
+        let e = load_within_20s(d.path()).unwrap_err();
+        let msg = format!("{e:#}");
+        assert!(msg.contains(&format!("{}: ", p.display())), "{msg}");
+        assert!(msg.contains(want), "{msg} (wanted {want})");
+    }
+}

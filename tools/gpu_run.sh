@@ -46,8 +46,9 @@
 #   bash tools/gpu_run.sh fetch OUT DEST         (after the sweep: compresses raw JSONL and large server
 #        logs, copies the sweep's log to OUT/ctax_run_<UTC stamp>.log, tars what this stretch
 #        wrote (newer than OUT.stamp; all of OUT without a stamp) into DEST, <16 MiB parts;
-#        here, after unpacking: `ctax archive ROOT --recompress` shrinks the raw step logs that
-#        `ctax run` wrote at zstd 9 by ~23%, verified, without spending device time)
+#        here, after unpacking: `ctax archive ROOT --recompress --columns` shrinks the raw step
+#        logs that `ctax run` wrote at zstd 9 by ~23% and stores the request files as request
+#        columns (~26% smaller, DESIGN.md §2.7), verified, without spending device time)
 # Before staging, see what a stretch would run, here: `target/release/ctax run --profile
 # ROOT/profile.toml --out ROOT --gpus 0 [same args] --dry-run` (writes nothing).
 # A later stretch resumes an archived root. The archive outgrew the 64 MiB a call carries, so it

@@ -8,6 +8,11 @@ planes (little-endian i64, byte i of every delta together), plus the per-event t
 each compressed with `zstd -19`. Checks that decoding gives back the original file byte for byte before it counts it (the
 collector writes compact JSON, keys in a fixed order).
 Prints the totals per file kind and overall. Needs the `zstd` command line tool.
+
+Adopted at stop 40 as request columns (`ctax archive --columns`, `src/ingest/request_columns.rs`,
+DESIGN.md §2.7). A `.cols` file is read through `target/release/ctax cat` (build it first); its
+size "now" is the columns' size, so on an archive already re-encoded the probe compares the
+columns with themselves, re-encoded in Python.
 """
 import json
 import os
@@ -21,7 +26,12 @@ def zstd(data: bytes) -> int:
                               capture_output=True, check=True).stdout)
 
 
+CTAX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target", "release", "ctax")
+
+
 def read(path: str) -> bytes:
+    if path.endswith(".cols"):
+        return subprocess.run([CTAX, "cat", path], capture_output=True, check=True).stdout
     if path.endswith(".zst"):
         return subprocess.run(["zstd", "-dc", path], capture_output=True, check=True).stdout
     with open(path, "rb") as f:
@@ -92,7 +102,7 @@ def main() -> None:
         raw = read(f)
         heads, planes, counts, n = encode(raw)
         decode_check(raw, heads, planes, counts, n)
-        now += os.path.getsize(f) if f.endswith(".zst") else zstd(raw)
+        now += os.path.getsize(f) if f.endswith((".zst", ".cols")) else zstd(raw)
         new += zstd(heads) + zstd(planes) + zstd(counts)
         events += n
     print(f"{len(files)} request files, {events} events: zstd now {now / 1e6:.2f} MB, "

@@ -82,7 +82,32 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> 
     Ok(out)
 }
 
-/// Reads a raw JSONL file (plain or `.zst`), streaming, with the rules above.
+/// The bytes the collector wrote, read from `f` (the open file `path`) in whichever stored form
+/// its name says: as they are, zstd's decoding of a `.zst`, or the request-columns decoding of a
+/// `.cols` ([`super::request_columns`]; read whole, a few MB at most). A damaged `.cols` is an
+/// `InvalidData` error saying what is damaged.
+pub(crate) fn decoded(
+    path: &Path,
+    mut f: std::fs::File,
+) -> std::io::Result<Box<dyn std::io::BufRead>> {
+    Ok(match path.extension().and_then(|e| e.to_str()) {
+        Some("zst") => Box::new(BufReader::with_capacity(
+            1 << 20,
+            zstd::stream::read::Decoder::new(f)?,
+        )),
+        Some("cols") => {
+            let mut b = Vec::new();
+            f.read_to_end(&mut b)?;
+            let raw = super::request_columns::decode(&b).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{e:#}"))
+            })?;
+            Box::new(std::io::Cursor::new(raw))
+        }
+        _ => Box::new(BufReader::with_capacity(1 << 20, f)),
+    })
+}
+
+/// Reads a raw JSONL file (plain, `.zst` or `.cols`), streaming, with the rules above.
 pub(crate) fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Lines<T>, IngestError> {
     read_jsonl_limited(path, MAX_LINE_BYTES)
 }
@@ -92,9 +117,9 @@ fn read_jsonl_limited<T: DeserializeOwned>(
     path: &Path,
     max_line: usize,
 ) -> Result<Lines<T>, IngestError> {
-    let io = |source| IngestError::Io {
+    let io = |error| IngestError::Io {
         path: path.into(),
-        source,
+        error,
     };
     let f = open_regular(path).map_err(io)?;
     let link_note = std::fs::symlink_metadata(path)
@@ -108,12 +133,7 @@ fn read_jsonl_limited<T: DeserializeOwned>(
                 path.display()
             )
         });
-    let mut lines = if path.extension().is_some_and(|e| e == "zst") {
-        let dec = zstd::stream::read::Decoder::new(f).map_err(io)?;
-        parse_reader_limited(path, BufReader::with_capacity(1 << 20, dec), max_line)?
-    } else {
-        parse_reader_limited(path, BufReader::with_capacity(1 << 20, f), max_line)?
-    };
+    let mut lines = parse_reader_limited(path, decoded(path, f).map_err(io)?, max_line)?;
     if let Some(n) = link_note {
         lines.warnings.insert(0, n);
     }

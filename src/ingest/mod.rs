@@ -16,6 +16,7 @@ pub(crate) mod gpu_model;
 pub(crate) mod jsonl;
 pub(crate) mod machine;
 pub(crate) mod names;
+pub(crate) mod request_columns;
 pub(crate) mod step_slices;
 
 use std::collections::BTreeMap;
@@ -172,6 +173,15 @@ const RUN_FILES: [&str; 6] = [
 /// The marker of a results root's skeleton (`ctax skeleton`, `orchestrate::skeleton`): a root
 /// holding it lacks the raw records of its finished launches, so it is never loaded as a dataset.
 pub const SKELETON_MARKER: &str = ".ctax/skeleton.json";
+
+/// `ctax cat FILE`: writes a raw file's bytes as the collector wrote them, whatever its stored
+/// form (plain, `.zst`, request columns `.cols`).
+pub fn cat(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+    let f = jsonl::open_regular(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut r = jsonl::decoded(path, f).with_context(|| format!("decoding {}", path.display()))?;
+    std::io::copy(&mut r, out).with_context(|| format!("reading {}", path.display()))?;
+    Ok(())
+}
 
 /// Loads everything under `root`.
 pub fn load(root: &Path) -> anyhow::Result<Dataset> {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::ingest::step_slices;
+use crate::ingest::{request_columns, step_slices};
 
 /// What `ctax archive` did.
 #[derive(Debug, Default)]
@@ -72,6 +72,98 @@ pub fn recompress_root(root: &Path, level: i32) -> anyhow::Result<ArchiveReport>
         recompress_one(f, level, &mut rep)?;
     }
     Ok(rep)
+}
+
+/// `--columns`: re-encodes every zstd request file (`requests_<phase>_<cell>.jsonl.zst`) under
+/// `root` as request columns, `….jsonl.cols` ([`request_columns`]: −26% on the H200 archive),
+/// where that is smaller. The new file is written atomically, read back from disk and decoded;
+/// the `.zst` is removed only if that gives back exactly its decoded bytes and it did not change
+/// meanwhile. A file the encoding cannot reproduce (a cut last line, a record not in the
+/// collector's form) or whose stream is damaged is kept, with the reason; so is a pair whose
+/// `.cols` already holds other records. `compressed` counts the files replaced,
+/// `already_archived` the `.zst` removed beside an identical `.cols`.
+pub fn columns_root(root: &Path) -> anyhow::Result<ArchiveReport> {
+    let mut rep = ArchiveReport::default();
+    let mut files = Vec::new();
+    collect(root, Walk::Requests, &mut files, &mut rep.kept)?;
+    for f in &files {
+        columns_one(f, &mut rep)?;
+    }
+    Ok(rep)
+}
+
+fn columns_one(src: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
+    let meta0 = std::fs::symlink_metadata(src)?;
+    let (raw, damaged) = decode_file(src)?;
+    if let Some(e) = damaged {
+        rep.kept.push(format!(
+            "{}: NOT re-encoded as columns: the stream is damaged ({e})",
+            src.display()
+        ));
+        return Ok(());
+    }
+    let name = src.file_name().unwrap_or_default().to_string_lossy();
+    let dst = src.with_file_name(format!(
+        "{}{}",
+        ctax_schema::plain_name(&name),
+        request_columns::SUFFIX
+    ));
+    let read_cols = |p: &Path| -> anyhow::Result<Vec<u8>> {
+        let b = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
+        request_columns::decode(&b)
+    };
+    match std::fs::symlink_metadata(&dst) {
+        Ok(m) => {
+            let same = m.file_type().is_file() && read_cols(&dst).is_ok_and(|old| old == raw);
+            if same {
+                if remove_if_unchanged(src, &meta0, rep, "identical columns exist")? {
+                    rep.already_archived += 1;
+                }
+            } else {
+                rep.kept.push(format!(
+                    "{}: NOT re-encoded: {} exists and does not hold the same records (or                      cannot be read); both kept, decide by hand",
+                    src.display(),
+                    dst.display()
+                ));
+            }
+            return Ok(());
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("inspecting {}", dst.display())),
+    }
+    let packed = match request_columns::encode(&raw) {
+        Ok(p) => p,
+        Err(e) => {
+            rep.kept.push(format!(
+                "{}: NOT re-encoded as columns: {e:#}",
+                src.display()
+            ));
+            return Ok(());
+        }
+    };
+    if packed.len() as u64 >= meta0.len() {
+        return Ok(());
+    }
+    crate::fsutil::write_atomic(&dst, &packed)
+        .with_context(|| format!("writing {}", dst.display()))?;
+    // Verify what is on disk, not what is in memory.
+    if !read_cols(&dst).is_ok_and(|back| back == raw) {
+        std::fs::remove_file(&dst)?;
+        rep.kept.push(format!(
+            "{}: NOT re-encoded: {} read back from disk did not decode to the same bytes",
+            src.display(),
+            dst.display()
+        ));
+        return Ok(());
+    }
+    if remove_if_unchanged(src, &meta0, rep, "re-encoded as columns")? {
+        rep.compressed += 1;
+        rep.bytes_before += meta0.len();
+        rep.bytes_after += packed.len() as u64;
+    } else {
+        std::fs::remove_file(&dst)?;
+    }
+    Ok(())
 }
 
 /// Removes every per-cell step file (`engine_step_<phase>_<cell>.jsonl[.zst]`) under `root`
@@ -311,11 +403,13 @@ fn recompress_one(path: &Path, level: i32, rep: &mut ArchiveReport) -> anyhow::R
     Ok(())
 }
 
-/// Which files the walk collects: plain raw files to compress, or archives to recompress.
+/// Which files the walk collects: plain raw files to compress, archives to recompress, or
+/// zstd request files to re-encode as columns.
 #[derive(Clone, Copy, PartialEq)]
 enum Walk {
     Plain,
     Archived,
+    Requests,
 }
 
 fn is_server_log(name: &str) -> bool {
@@ -361,6 +455,11 @@ fn collect(
             // Plain step-plugin logs are compressed by `ctax run` itself (steps.rs).
             Walk::Plain => is_raw_name(&name) && !is_step_raw(&name),
             Walk::Archived => name.strip_suffix(".zst").is_some_and(is_raw_name),
+            Walk::Requests => {
+                name.ends_with(".jsonl.zst")
+                    && ctax_schema::parse_file_name(&name)
+                        .is_some_and(|(k, ..)| k == ctax_schema::FileKind::Requests)
+            }
         };
         if ft.is_symlink() {
             if raw_name || std::fs::metadata(&p).is_ok_and(|m| m.is_dir()) {
@@ -589,6 +688,153 @@ mod tests {
         assert!(leftovers.is_empty());
         let again = recompress_root(d.path(), 19).unwrap();
         assert_eq!(again.compressed, 0);
+    }
+
+    /// (run directory, `<phase>/<cell>`) and the cell's request records.
+    type CellRecords = Vec<((String, String), Vec<ctax_schema::RequestRecord>)>;
+
+    /// The request records of every run and cell of `root`, as ingest reads them, and the
+    /// names of its request files.
+    fn requests_of(root: &Path) -> (CellRecords, Vec<String>) {
+        let ds = crate::ingest::load(root).unwrap();
+        let records = ds
+            .runs
+            .iter()
+            .flat_map(|r| {
+                r.cells.iter().map(|((ph, cell), c)| {
+                    (
+                        (r.dir_name.clone(), format!("{}/{cell}", ph.tag())),
+                        c.requests.clone(),
+                    )
+                })
+            })
+            .collect();
+        let mut names = Vec::new();
+        let mut todo = vec![root.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if e.path().is_dir() {
+                    todo.push(e.path());
+                } else if n.starts_with("requests_") {
+                    names.push(n);
+                }
+            }
+        }
+        names.sort();
+        (records, names)
+    }
+
+    /// `--columns` on a synthetic root: every zstd request file becomes `.cols`, ingest reads
+    /// the same records from them, and a second pass has nothing to do; a cut file, a damaged
+    /// stream and a `.cols` with other records are kept with their reasons, and a `.zst` beside
+    /// identical columns goes.
+    #[test]
+    fn request_columns_replace_zstd_request_files_without_changing_a_record() {
+        let d = tempfile::tempdir().unwrap();
+        let spec = crate::synth::SynthSpec {
+            launches: 2,
+            requests_per_cell: 60,
+            with_steps: false,
+            ..Default::default()
+        };
+        crate::synth::generate(&spec, d.path()).unwrap();
+        compress_root(d.path(), 3).unwrap();
+        let (before, zst_names) = requests_of(d.path());
+        assert!(zst_names.len() >= 6 && zst_names.iter().all(|n| n.ends_with(".jsonl.zst")));
+        let rep = columns_root(d.path()).unwrap();
+        assert_eq!(rep.compressed, zst_names.len(), "{:?}", rep.kept);
+        assert!(rep.kept.is_empty(), "{:?}", rep.kept);
+        assert!(rep.bytes_after < rep.bytes_before, "{rep:?}");
+        let (after, names) = requests_of(d.path());
+        assert_eq!(
+            names,
+            zst_names
+                .iter()
+                .map(|n| n.replace(".zst", ".cols"))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(before.len(), after.len());
+        assert!(
+            before == after,
+            "ingest reads other records from the columns"
+        );
+        let again = columns_root(d.path()).unwrap();
+        assert_eq!((again.compressed, again.kept.len()), (0, 0));
+
+        // The cases left as they are, in a run of their own.
+        let run = run_dir(d.path());
+        let line = |seq: u64| {
+            format!(
+                "{{\"request_id\":\"x/{seq}\",\"t_send_ns\":{},\"t_first_token_ns\":null,\
+                 \"events\":[[{},1],[{},2]],\"error\":null}}\n",
+                1_000 + seq,
+                5_000 + seq * 37,
+                9_000 + seq * 41
+            )
+        };
+        let body: String = (0..400).map(line).collect();
+        let cut = &body[..body.len() - 1];
+        std::fs::write(
+            run.join("requests_A_r1_i8_o8.jsonl.zst"),
+            zst(cut.as_bytes()),
+        )
+        .unwrap();
+        let damaged = zst(body.as_bytes());
+        std::fs::write(
+            run.join("requests_A_r2_i8_o8.jsonl.zst"),
+            &damaged[..damaged.len() / 2],
+        )
+        .unwrap();
+        let cols = request_columns::encode(body.as_bytes()).unwrap();
+        std::fs::write(
+            run.join("requests_A_r3_i8_o8.jsonl.zst"),
+            zst(body.as_bytes()),
+        )
+        .unwrap();
+        std::fs::write(run.join("requests_A_r3_i8_o8.jsonl.cols"), &cols).unwrap();
+        let other: String = (1..400).map(line).collect();
+        std::fs::write(
+            run.join("requests_A_r4_i8_o8.jsonl.zst"),
+            zst(other.as_bytes()),
+        )
+        .unwrap();
+        std::fs::write(run.join("requests_A_r4_i8_o8.jsonl.cols"), &cols).unwrap();
+        let rep = columns_root(d.path()).unwrap();
+        assert_eq!(
+            (rep.compressed, rep.already_archived),
+            (0, 1),
+            "{:?}",
+            rep.kept
+        );
+        assert!(!run.join("requests_A_r3_i8_o8.jsonl.zst").exists());
+        assert_eq!(
+            std::fs::read(run.join("requests_A_r3_i8_o8.jsonl.cols")).unwrap(),
+            cols
+        );
+        let kept = rep.kept.join("\n");
+        assert_eq!(rep.kept.len(), 3, "{kept}");
+        assert!(
+            kept.contains(
+                "r1_i8_o8.jsonl.zst: NOT re-encoded as columns: the last line has no newline"
+            ),
+            "{kept}"
+        );
+        assert!(
+            kept.contains("r2_i8_o8.jsonl.zst: NOT re-encoded as columns: the stream is damaged"),
+            "{kept}"
+        );
+        assert!(
+            kept.contains("r4_i8_o8.jsonl.zst: NOT re-encoded: "),
+            "{kept}"
+        );
+        for c in ["r1", "r2", "r4"] {
+            assert!(
+                run.join(format!("requests_A_{c}_i8_o8.jsonl.zst")).exists(),
+                "{c}"
+            );
+        }
+        assert!(!run.join("requests_A_r1_i8_o8.jsonl.cols").exists());
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //!   **whole** (two attempts' files never mix) — only if every file of ROOT's copy is in
 //!   BACK's, as it is, compressed or moved to `superseded/` (what a resume does; the slim
 //!   marker and, where BACK slimmed, per-cell step files are not data); anything missing is
-//!   refused, naming the files. A file both hold under one name must hold the same records
-//!   ([`changed_files`]: the same bytes, or the same decoded stream for two `.zst`), unless a
+//!   refused, naming the files. A file both hold under one name, in any stored form (`X`,
+//!   `X.zst`, request columns `X.cols`), must hold the same records ([`changed_files`]: the
+//!   same bytes, or the same decoded stream), unless a
 //!   launch attempt rewrites it (`config.json`, `summary.json`, `env.txt`, `launch.sh`, the slim
 //!   marker), BACK's `superseded/` holds ROOT's version (a rerun cell's), or it only grew
 //!   (server and raw step logs, files of cells ROOT's `summary.json` does not list yet); the
@@ -451,33 +452,40 @@ fn compare(mut a: impl std::io::Read, mut b: impl std::io::Read) -> std::io::Res
     }
 }
 
-/// `p`'s records: its bytes, or what they decode to for a zstd archive (`.zst` with zstd's
-/// magic number).
+/// `p`'s records: its bytes, or what they decode to for a stored form (a `.zst` with zstd's
+/// magic number, a `.cols` with the request-columns one).
 fn records(p: &Path) -> anyhow::Result<Box<dyn std::io::Read>> {
     use std::io::{Read, Seek};
     let mut f = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
-    let mut magic = [0u8; 4];
-    let zst = p.extension().is_some_and(|e| e == "zst")
-        && f.read_exact(&mut magic).is_ok()
-        && magic == [0x28, 0xb5, 0x2f, 0xfd];
+    let mut magic = [0u8; 8];
+    let n = f.read(&mut magic).unwrap_or(0);
+    let encoded = match p.extension().and_then(|e| e.to_str()) {
+        Some("zst") => magic[..n].starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
+        Some("cols") => crate::ingest::request_columns::is_cols(&magic[..n]),
+        _ => false,
+    };
     // One open: back to the start after the look at the magic number.
     f.rewind()
         .with_context(|| format!("reading {}", p.display()))?;
-    Ok(if zst {
-        Box::new(zstd::stream::read::Decoder::new(f)?)
+    Ok(if encoded {
+        crate::ingest::jsonl::decoded(p, f).with_context(|| format!("decoding {}", p.display()))?
     } else {
         Box::new(f)
     })
 }
 
-/// How ROOT's file `a` compares with BACK's `b`: their bytes, else, where one is a `.zst`
-/// (recompressed on one side, or compressed under `superseded/`), their decoded records.
+/// How ROOT's file `a` compares with BACK's `b`: their bytes, else, where one is in a stored
+/// form (a `.zst` recompressed on one side or compressed under `superseded/`, request columns
+/// made on one side), their decoded records.
 fn compare_files(a: &Path, b: &Path) -> anyhow::Result<Cmp> {
     let bytes =
         |p: &Path| std::fs::File::open(p).with_context(|| format!("reading {}", p.display()));
     let raw = compare(bytes(a)?, bytes(b)?)?;
-    let zst = |p: &Path| p.extension().is_some_and(|e| e == "zst");
-    if raw == Cmp::Same || !(zst(a) || zst(b)) {
+    let stored = |p: &Path| {
+        p.file_name()
+            .is_some_and(|n| ctax_schema::plain_name(&n.to_string_lossy()) != n)
+    };
+    if raw == Cmp::Same || !(stored(a) || stored(b)) {
         return Ok(raw);
     }
     compare(records(a)?, records(b)?)
@@ -506,11 +514,15 @@ fn changed_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
         .collect();
     let mut changed = Vec::new();
     for (rel, ..) in files(mine)? {
-        let theirs = back.join(&rel);
-        if !theirs.is_file() {
-            continue;
-        }
         let name = rel.file_name().unwrap().to_string_lossy().into_owned();
+        // BACK's file of that name, else the same records in another stored form there.
+        let Some(theirs) = std::iter::once(name.clone())
+            .chain(ctax_schema::stored_forms(ctax_schema::plain_name(&name)))
+            .map(|f| back.join(rel.with_file_name(f)))
+            .find(|p| p.is_file())
+        else {
+            continue;
+        };
         let top = rel.parent() == Some(Path::new(""));
         if name.starts_with('.') || top && REWRITTEN.contains(&name.as_str()) {
             continue;
@@ -520,9 +532,9 @@ fn changed_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
         if cmp == Cmp::Same {
             continue;
         }
-        let plain = name.strip_suffix(".zst").unwrap_or(&name);
+        let plain = ctax_schema::plain_name(&name);
         let mut kept_aside = false;
-        for p in [plain.to_owned(), format!("{plain}.zst")]
+        for p in ctax_schema::stored_forms(plain)
             .iter()
             .filter_map(|f| moved.get(f))
             .flatten()
@@ -552,16 +564,11 @@ fn changed_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
     Ok(changed)
 }
 
-/// The files of `mine` that `back` holds nowhere: not at the same place, not compressed there
-/// (`X.zst` for `X`) or decompressed (`X` for `X.zst`), and not under its `superseded/`.
+/// The files of `mine` that `back` holds nowhere: not at the same place, not in another stored
+/// form there (`X`, `X.zst`, `X.cols`), and not under its `superseded/`.
 fn lost_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
     let superseded = superseded(back)?;
-    let forms = |name: &str| -> Vec<String> {
-        match name.strip_suffix(".zst") {
-            Some(plain) => vec![name.to_owned(), plain.to_owned()],
-            None => vec![name.to_owned(), format!("{name}.zst")],
-        }
-    };
+    let forms = |name: &str| ctax_schema::stored_forms(ctax_schema::plain_name(name));
     // A resume writes the slimmed per-cell step files back and removes the marker; a slim
     // there removes per-cell step files its raw step logs hold (and writes the marker).
     let slimmed_there = back.join(crate::ingest::step_slices::SLIM_MARKER).is_file();
@@ -939,6 +946,61 @@ mod tests {
             b"rerun"
         );
         assert_eq!(std::fs::read(r1.join(raw)).unwrap(), small);
+    }
+
+    /// ROOT re-encoded a request file as columns (`ctax archive --columns`) after the skeleton
+    /// was made; BACK's resumed copy holds it as `.zst`. The two forms are compared by their
+    /// records: other records are refused, naming ROOT's file; the same records join.
+    #[test]
+    fn request_columns_in_root_and_zstd_in_back_are_compared_by_their_records() {
+        let (_t, root, sk) = root_and_skeleton();
+        let l1 = resume_there(&sk, "20261201-000100_plain_l1");
+        let r1 = root.join("20261201-000100_plain_l1");
+        let body = |first: u64| -> String {
+            (first..first + 50)
+                .map(|i| {
+                    format!(
+                        "{{\"request_id\":\"plain/l1/A/r2_i4096_o256/{i}\",\"t_send_ns\":{},\
+                         \"t_first_token_ns\":{},\"events\":[[{},1],[{},1]]}}\n",
+                        10 * i,
+                        10 * i + 3,
+                        10 * i + 3,
+                        10 * i + 7
+                    )
+                })
+                .collect()
+        };
+        let zst = "requests_A_r2_i4096_o256.jsonl.zst";
+        let cols = "requests_A_r2_i4096_o256.jsonl.cols";
+        std::fs::remove_file(r1.join(zst)).unwrap();
+        std::fs::write(
+            r1.join(cols),
+            crate::ingest::request_columns::encode(body(0).as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let before = data(&root);
+        std::fs::write(
+            l1.join(zst),
+            zstd::encode_all(body(1).as_bytes(), 3).unwrap(),
+        )
+        .unwrap();
+        let e = rejoin(&sk, &root).unwrap_err().to_string();
+        assert!(
+            e.contains("changes 1 file(s)") && e.contains(&format!("{cols} (other records)")),
+            "{e}"
+        );
+        assert_eq!(data(&root), before, "nothing written");
+        std::fs::write(
+            l1.join(zst),
+            zstd::encode_all(body(0).as_bytes(), 3).unwrap(),
+        )
+        .unwrap();
+        let done = rejoin(&sk, &root).unwrap();
+        assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
+        assert_eq!(
+            zstd::decode_all(&std::fs::read(r1.join(zst)).unwrap()[..]).unwrap(),
+            body(0).as_bytes()
+        );
     }
 
     /// From a review: a run directory of BACK whose config.json does not parse is refused,

@@ -176,11 +176,8 @@ pub(crate) fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> 
     let dst = dir.join("superseded").join(manifest::stamp(unix_ms()));
     for c in todo {
         for kind in ctax_schema::FileKind::ALL {
-            for ext in ["", ".zst"] {
-                let name = format!(
-                    "{}{ext}",
-                    ctax_schema::file_name(kind, c.phase, &c.cell.name())
-                );
+            let plain = ctax_schema::file_name(kind, c.phase, &c.cell.name());
+            for name in ctax_schema::stored_forms(&plain) {
                 let src = dir.join(&name);
                 if src.exists() {
                     std::fs::create_dir_all(&dst)?;
@@ -199,4 +196,57 @@ pub(crate) fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> 
         crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rerun cell's raw files go to `superseded/<stamp>/` in every stored form (request
+    /// columns too: left in place, ingest would read the old attempt's records beside the new
+    /// ones); the other cell's stay.
+    #[test]
+    fn a_rerun_cell_s_files_move_aside_in_every_stored_form() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let redo = [
+            "requests_A_r8_i8_o8.jsonl.cols",
+            "metrics_A_r8_i8_o8.jsonl.zst",
+            "engine_step_A_r8_i8_o8.jsonl",
+        ];
+        let keep = [
+            "requests_A_r4_i8_o8.jsonl.cols",
+            "metrics_A_r4_i8_o8.jsonl.zst",
+        ];
+        for f in redo.iter().chain(&keep) {
+            std::fs::write(dir.join(f), f.as_bytes()).unwrap();
+        }
+        let cell = PlannedCell {
+            phase: ctax_schema::Phase::A,
+            cell: ctax_schema::Cell::parse("r8_i8_o8").unwrap(),
+            arrival: ctax_schema::Arrival::Fixed,
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            min_completed: 1,
+            max_cell_s: 10.0,
+            inflight_cap: 8,
+            seed: 0,
+        };
+        supersede(dir, &[cell]).unwrap();
+        let stamps: Vec<_> = std::fs::read_dir(dir.join("superseded"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        let [aside] = &stamps[..] else {
+            panic!("one superseded/<stamp>/: {stamps:?}")
+        };
+        for f in redo {
+            assert!(!dir.join(f).exists(), "{f} left in place");
+            assert_eq!(std::fs::read(aside.join(f)).unwrap(), f.as_bytes(), "{f}");
+        }
+        for f in keep {
+            assert!(dir.join(f).is_file(), "{f} moved");
+        }
+    }
 }

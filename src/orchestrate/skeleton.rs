@@ -187,9 +187,9 @@ fn all_complete(dir: &Path) -> bool {
     !s.cells.is_empty() && s.cells.values().all(|h| h.complete)
 }
 
-/// A run directory's raw file (plain or `.zst`): per-cell JSONL, raw step log, server log.
+/// A run directory's raw file (in any stored form): per-cell JSONL, raw step log, server log.
 fn is_raw(name: &str) -> bool {
-    archive::is_raw_name(name.strip_suffix(".zst").unwrap_or(name))
+    archive::is_raw_name(ctax_schema::plain_name(name))
 }
 
 /// Copies `src` into `dst`; with `skeletal`, its raw files and `superseded/` are left out (and
@@ -296,6 +296,7 @@ pub(crate) mod tests {
             .unwrap();
             for f in [
                 "requests_A_r2_i4096_o256.jsonl.zst",
+                "requests_A_r4_i4096_o256.jsonl.cols",
                 "metrics_A_r2_i4096_o256.jsonl",
                 "engine_step_raw.123.jsonl.zst",
                 "vllm_stderr.log.zst",
@@ -351,8 +352,9 @@ pub(crate) mod tests {
             m.whole,
             vec!["20261201-000100_plain_l1", "20261201-000200_plain_l2"]
         );
-        // l0 leaves out its 5 raw files and superseded/ (1 file), 10 bytes each.
-        assert_eq!((m.files_left_out, m.bytes_left_out), (6, 60));
+        // l0 leaves out its 6 raw files (request columns among them) and superseded/ (1
+        // file), 10 bytes each.
+        assert_eq!((m.files_left_out, m.bytes_left_out), (7, 70));
         let l0 = dest.join("20261201-000000_plain_l0");
         for kept in [
             "config.json",
@@ -364,6 +366,7 @@ pub(crate) mod tests {
         }
         for gone in [
             "requests_A_r2_i4096_o256.jsonl.zst",
+            "requests_A_r4_i4096_o256.jsonl.cols",
             "metrics_A_r2_i4096_o256.jsonl",
             "engine_step_raw.123.jsonl.zst",
             "vllm_stderr.log.zst",

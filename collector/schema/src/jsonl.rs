@@ -26,10 +26,12 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 /// A raw file that cannot be read as the contract says.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    #[error("{path}: {source}")]
+    /// The I/O error is part of the message, not a `source()` as well: an error chain printed
+    /// whole (`{:#}`) would say it twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}:{line}: field `{field}`: {message}")]
     Malformed {
@@ -173,7 +175,7 @@ pub fn parse_reader_limited<T: DeserializeOwned>(
             Err(source) => {
                 return Err(IngestError::Io {
                     path: path.into(),
-                    source,
+                    error: source,
                 });
             }
         };

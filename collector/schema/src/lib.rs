@@ -246,17 +246,40 @@ impl FileKind {
     pub const ALL: [FileKind; 3] = [FileKind::Requests, FileKind::Metrics, FileKind::EngineStep];
 }
 
-/// Splits `requests_A_r4_i4096_o256.jsonl[.zst]` into (kind, phase, cell).
-pub fn parse_file_name(name: &str) -> Option<(FileKind, Phase, String)> {
-    let stem = name
-        .strip_suffix(".zst")
+/// The suffixes of a raw file's stored forms beyond the one the collector writes: `.zst`
+/// (zstd, `ctax archive`) and `.cols` (request files only: the archive's columnar encoding,
+/// `ctax archive --columns`, DESIGN.md §2.6). Every form of one name holds the same records.
+pub const STORED_SUFFIXES: [&str; 2] = [".zst", ".cols"];
+
+/// `name` without its stored-form suffix (`X.jsonl.zst` and `X.jsonl.cols` → `X.jsonl`).
+pub fn plain_name(name: &str) -> &str {
+    STORED_SUFFIXES
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
         .unwrap_or(name)
-        .strip_suffix(".jsonl")?;
+}
+
+/// Every stored form of the plain name `plain`: itself, then with each of [`STORED_SUFFIXES`].
+pub fn stored_forms(plain: &str) -> [String; 3] {
+    [
+        plain.to_owned(),
+        format!("{plain}{}", STORED_SUFFIXES[0]),
+        format!("{plain}{}", STORED_SUFFIXES[1]),
+    ]
+}
+
+/// Splits `requests_A_r4_i4096_o256.jsonl[.zst|.cols]` into (kind, phase, cell); `.cols` only
+/// for request files.
+pub fn parse_file_name(name: &str) -> Option<(FileKind, Phase, String)> {
+    let stem = plain_name(name).strip_suffix(".jsonl")?;
     for kind in FileKind::ALL {
         if let Some(rest) = stem
             .strip_prefix(kind.prefix())
             .and_then(|r| r.strip_prefix('_'))
         {
+            if kind != FileKind::Requests && name.ends_with(".cols") {
+                return None;
+            }
             let (phase, cell) = rest.split_once('_')?;
             let phase = Phase::from_tag(phase)?;
             Cell::parse(cell)?;
@@ -902,6 +925,19 @@ mod tests {
         );
         assert_eq!(parse_file_name("requests_Z_r2_i512_o64.jsonl"), None);
         assert_eq!(parse_file_name("summary.json"), None);
+        // Request columns: a stored form of request files only.
+        assert_eq!(
+            parse_file_name("requests_A_r4_i8_o8.jsonl.cols"),
+            Some((FileKind::Requests, Phase::A, "r4_i8_o8".into()))
+        );
+        assert_eq!(parse_file_name("metrics_A_r4_i8_o8.jsonl.cols"), None);
+        assert_eq!(parse_file_name("requests_A_r4_i8_o8.jsonl.zst.cols"), None);
+        assert_eq!(plain_name("x.jsonl.cols"), "x.jsonl");
+        assert_eq!(plain_name("x.log.zst"), "x.log");
+        assert_eq!(
+            stored_forms("x.jsonl"),
+            ["x.jsonl", "x.jsonl.zst", "x.jsonl.cols"].map(String::from)
+        );
     }
 
     #[test]
