@@ -91,10 +91,11 @@ pub enum Cmd {
         /// ingest then cuts it): the raw log is stored once (~15% of an archived launch).
         #[arg(long)]
         slim_steps: bool,
-        /// Then re-encode each zstd request file (`requests_*.jsonl.zst`) as request columns,
-        /// `requests_*.jsonl.cols` (event times as byte-plane deltas, DESIGN.md §2.6; ~26%
+        /// Then re-encode each zstd request file (`requests_*.jsonl.zst`) as request columns and
+        /// each zstd raw step log (`engine_step_raw.<pid>.jsonl.zst`) as number columns, both
+        /// `….jsonl.cols` (values as byte-plane deltas, DESIGN.md §2.7; ~26% and ~41%
         /// smaller), verified by decoding the new file from disk to the same bytes. Ingest,
-        /// rejoin and skeleton read both forms; `ctax cat FILE` prints the JSONL.
+        /// rejoin and skeleton read every form; `ctax cat FILE` prints the JSONL.
         #[arg(long)]
         columns: bool,
         /// First finish the launches a hard kill (SIGKILL, a GPU machine given back) left

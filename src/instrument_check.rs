@@ -4,7 +4,7 @@
 //! `tools/instrument_check.sh` runs the two clients alternately on one plain server at one rate
 //! and shape (default order A-B-B-A: A = ctax-collect, fixed-rate arrivals; B = vllm bench with
 //! `--burstiness 1000`), so a linear drift of the server cancels between instruments. This
-//! module reads what it left behind — `p<k>_ctax/requests_*.jsonl[.zst]` and
+//! module reads what it left behind — `p<k>_ctax/requests_*.jsonl[.zst|.cols]` and
 //! `p<k>_bench.json[.zst]` (`--save-detailed`) — and puts TTFT and TPOT p50/p90 side by side, per
 //! position and pooled per instrument, with 95% percentile-bootstrap CIs and the bench/ctax ratio.
 //!

@@ -5,7 +5,8 @@
 //! `module_graph::tests`):
 //! - [`stats`] — percentiles and seeded bootstrap CIs (pure).
 //! - [`fsutil`] — the one atomic (fsync'ed) file write.
-//! - [`ingest`] — raw JSONL (optionally zstd) → typed rows + polars frames, Parquet export.
+//! - [`ingest`] — raw JSONL (plain, zstd or the archive's columns) → typed rows + polars
+//!   frames, Parquet export.
 //! - [`analysis`] — per-cell statistics, throughput, saturation criteria, reference rates, taxes.
 //! - [`diagnose`] — autocorrelation, block length and drift per run cell (evidence for the
 //!   statistical defaults).

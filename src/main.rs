@@ -195,8 +195,8 @@ fn run() -> anyhow::Result<ExitCode> {
             if columns {
                 let cols = archive::columns_root(&root)?;
                 println!(
-                    "re-encoded {} request files as columns: {:.1} MB -> {:.1} MB; {} zstd \
-                     copies of identical columns removed",
+                    "re-encoded {} request files and raw step logs as columns: {:.1} MB -> \
+                     {:.1} MB; {} zstd copies of identical columns removed",
                     cols.compressed,
                     cols.bytes_before as f64 / 1e6,
                     cols.bytes_after as f64 / 1e6,

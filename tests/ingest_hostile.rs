@@ -94,11 +94,13 @@ fn a_70_mib_line_is_an_error_naming_file_and_line() {
     );
 }
 
-/// Request columns (`.cols`, `ctax archive --columns`) that are not what they claim: a JSONL
-/// file under that name, a cut file, a header announcing 1 TiB. Each is an error naming the
-/// file and what is wrong, at once and without allocating what the header says.
+/// Columns files (`.cols`, `ctax archive --columns`) that are not what they claim: a JSONL file
+/// under that name, a cut file, a header announcing 1 TiB. Each reads as a stream that ends
+/// before its first line, as a cut zstd stream does: a warning naming the file and what is
+/// wrong, at once and without allocating what the header says, and the cell without records
+/// (the rest of the root is read).
 #[test]
-fn request_columns_that_are_not_what_they_claim_fail_naming_the_file() {
+fn columns_files_that_are_not_what_they_claim_read_as_cut_streams_naming_the_file() {
     let header = |lines: u64, events: u64, raw: u64, sections: [u64; 3]| {
         let mut b = b"CTAXCOL1".to_vec();
         for v in [lines, events, raw].into_iter().chain(sections) {
@@ -113,16 +115,24 @@ fn request_columns_that_are_not_what_they_claim_fail_naming_the_file() {
         b
     };
     for (body, want) in [
-        (b"{\"events\":[]}\n".to_vec(), "not a request-columns file"),
+        (b"{\"events\":[]}\n".to_vec(), "not a columns file"),
         (cut, "do not add up to the file's 96 bytes"),
         (huge, "not plausible"),
     ] {
         let d = tempfile::tempdir().unwrap();
         let p = run_dir(d.path()).join("requests_A_r4_i8_o8.jsonl.cols");
         std::fs::write(&p, body).unwrap();
-        let e = load_within_20s(d.path()).unwrap_err();
-        let msg = format!("{e:#}");
-        assert!(msg.contains(&format!("{}: ", p.display())), "{msg}");
-        assert!(msg.contains(want), "{msg} (wanted {want})");
+        let ds = load_within_20s(d.path()).unwrap();
+        let w = ds.warnings.join("\n");
+        assert!(
+            w.contains(&format!(
+                "{}: stream ends early before its first line",
+                p.display()
+            )),
+            "{w}"
+        );
+        assert!(w.contains(want), "{w} (wanted {want})");
+        let cell = &ds.runs[0].cells.values().next().unwrap();
+        assert!(cell.requests.is_empty());
     }
 }

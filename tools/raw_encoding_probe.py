@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much a columnar lossless encoding of the request records would save (DESIGN.md §8).
 
-For each requests_*.jsonl(.zst) given (or found under the directories given), compares its size
+For each requests_*.jsonl(.zst|.cols) given (or found under the directories given), compares its size
 now with a lossless re-encoding: the records without their `events` as JSONL, plus the event
 times as nanosecond deltas (from the first token, then from the previous event) in 8 byte
 planes (little-endian i64, byte i of every delta together), plus the per-event token counts,
@@ -96,7 +96,7 @@ def main() -> None:
         else:
             files.append(a)
     if not files:
-        sys.exit("usage: raw_encoding_probe.py RUN_DIR_OR_ROOT... (requests_*.jsonl[.zst] under them)")
+        sys.exit("usage: raw_encoding_probe.py RUN_DIR_OR_ROOT... (requests_*.jsonl[.zst|.cols] under them)")
     now = new = events = 0
     for f in sorted(files):
         raw = read(f)

@@ -1,4 +1,5 @@
-//! Opening raw JSONL files (plain or zstd) for the line reader of the raw-data contract
+//! Opening raw JSONL files (plain, zstd, or the archive's columns `.cols`, [`decoded`]) for
+//! the line reader of the raw-data contract
 //! ([`ctax_schema::jsonl`]: truncated last line → warning; malformed line → error naming file,
 //! line and field; over-long line → error naming file and line, bounded memory).
 //!
@@ -82,10 +83,52 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> 
     Ok(out)
 }
 
+/// Is `head` (a file's first bytes) the start of a columns file (request or number columns)?
+pub(crate) fn is_columns(head: &[u8]) -> bool {
+    head.starts_with(super::request_columns::MAGIC)
+        || head.starts_with(super::number_columns::MAGIC)
+}
+
+/// The original bytes of a columns file (`.cols`): request columns (`CTAXCOL1`, request files)
+/// or number columns (`CTAXNUM1`, raw step logs), by its magic number (DESIGN.md §2.7).
+pub(crate) fn decode_columns(b: &[u8]) -> anyhow::Result<Vec<u8>> {
+    if b.starts_with(super::request_columns::MAGIC) {
+        super::request_columns::decode(b)
+    } else if b.starts_with(super::number_columns::MAGIC) {
+        super::number_columns::decode(b)
+    } else {
+        anyhow::bail!("not a columns file (neither a CTAXCOL1 nor a CTAXNUM1 header)")
+    }
+}
+
+/// A stream that ends at once, early: what a damaged columns file reads as.
+struct EndsEarly(String);
+
+impl Read for EndsEarly {
+    fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            self.0.clone(),
+        ))
+    }
+}
+
+impl std::io::BufRead for EndsEarly {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            self.0.clone(),
+        ))
+    }
+    fn consume(&mut self, _: usize) {}
+}
+
 /// The bytes the collector wrote, read from `f` (the open file `path`) in whichever stored form
-/// its name says: as they are, zstd's decoding of a `.zst`, or the request-columns decoding of a
-/// `.cols` ([`super::request_columns`]; read whole, a few MB at most). A damaged `.cols` is an
-/// `InvalidData` error saying what is damaged.
+/// its name says: as they are, zstd's decoding of a `.zst`, or the decoding of a columns file
+/// `.cols` ([`decode_columns`]; read whole, at most 1 GiB). A `.cols` that does not decode
+/// reads as a stream that ends before its first line, with the reason (`UnexpectedEof`), as a
+/// zstd stream cut short does: ingest keeps what it has, says why, and counts the cell's
+/// records as missing, rather than refusing the whole root.
 pub(crate) fn decoded(
     path: &Path,
     mut f: std::fs::File,
@@ -96,12 +139,18 @@ pub(crate) fn decoded(
             zstd::stream::read::Decoder::new(f)?,
         )),
         Some("cols") => {
+            let limit = super::request_columns::MAX_RAW;
             let mut b = Vec::new();
-            f.read_to_end(&mut b)?;
-            let raw = super::request_columns::decode(&b).map_err(|e| {
-                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{e:#}"))
-            })?;
-            Box::new(std::io::Cursor::new(raw))
+            (&mut f).take(limit + 1).read_to_end(&mut b)?;
+            let raw = if b.len() as u64 > limit {
+                Err(anyhow::anyhow!("larger than {limit} bytes; not read"))
+            } else {
+                decode_columns(&b)
+            };
+            match raw {
+                Ok(raw) => Box::new(std::io::Cursor::new(raw)),
+                Err(e) => Box::new(EndsEarly(format!("{e:#}"))),
+            }
         }
         _ => Box::new(BufReader::with_capacity(1 << 20, f)),
     })

@@ -16,6 +16,7 @@ pub(crate) mod gpu_model;
 pub(crate) mod jsonl;
 pub(crate) mod machine;
 pub(crate) mod names;
+pub(crate) mod number_columns;
 pub(crate) mod request_columns;
 pub(crate) mod step_slices;
 

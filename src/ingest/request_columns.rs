@@ -1,5 +1,5 @@
 //! The archive's compact, lossless encoding of a request file:
-//! `requests_<phase>_<cell>.jsonl.cols` (DESIGN.md §2.6).
+//! `requests_<phase>_<cell>.jsonl.cols` (DESIGN.md §2.7).
 //!
 //! A request record is ~90% event times (one `[t_ns, tokens]` pair per streamed chunk), and
 //! those are nanoseconds read off a monotonic clock whose last ~10 bits are jitter: zstd on the
@@ -13,12 +13,13 @@
 //!
 //! Layout: the magic `CTAXCOL1`, then six little-endian u64 (lines, events, bytes of the
 //! original JSONL, and the compressed sizes of the three sections), then three checksummed
-//! zstd frames: the lines without their events (JSONL), the byte planes, the counts.
+//! zstd frames: the lines without their events (JSONL), the byte planes, the counts. A last
+//! line without a newline (a writer killed mid-line) is kept as it is, events and all.
 //!
 //! **Lossless by construction and by check**: [`encode`] decodes what it produced and returns
 //! an error unless that gives back the input byte for byte, so a line the encoding cannot
-//! reproduce (a cut last line, an `events` value not in the collector's compact form, a second
-//! `"events":` key) leaves the file as it is. [`decode`] gives back the original JSONL; every
+//! reproduce (an `events` value not in the collector's compact form, a second `"events":` key)
+//! leaves the file as it is. [`decode`] gives back the original JSONL; every
 //! reader of raw files goes through it ([`super::jsonl`]), so a `.cols` file reads exactly as
 //! the `.jsonl.zst` it replaced. `ctax cat FILE` prints it.
 
@@ -35,8 +36,8 @@ const KEY: &[u8] = b"\"events\":";
 /// Bytes before the sections: the magic and six u64.
 const HEADER: usize = 8 + 6 * 8;
 /// A header announcing a larger original is refused before anything is decoded (the largest
-/// archived request file decodes to ~6 MB; a Phase B cell at 32768/1024 would be ~60 MB).
-const MAX_RAW: u64 = 1 << 30;
+/// archived request file decodes to 3.4 MB; a Phase B cell at 32768/1024 would be ~60 MB).
+pub(crate) const MAX_RAW: u64 = 1 << 30;
 
 /// Where `"events":` starts in `line`; an error if it is missing or there twice.
 fn key_at(line: &[u8]) -> anyhow::Result<usize> {
@@ -157,15 +158,18 @@ fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
 /// Encodes a request file's JSONL bytes; an error (naming the line) where the encoding would
 /// not give back exactly `raw`.
 pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
-    ensure!(
-        raw.is_empty() || raw.ends_with(b"\n"),
-        "the last line has no newline (a cut write): left as it is"
-    );
+    ensure!(raw.len() as u64 <= MAX_RAW, "larger than {MAX_RAW} bytes");
     let mut heads = Vec::with_capacity(raw.len() / 8);
     let mut deltas: Vec<u64> = Vec::new();
     let mut counts = Vec::new();
     let mut lines = 0u64;
     for (k, line) in raw.split_inclusive(|&c| c == b'\n').enumerate() {
+        if !line.ends_with(b"\n") {
+            // The last line, cut: kept as it is (the decoder copies a line without a newline).
+            heads.extend_from_slice(line);
+            lines += 1;
+            continue;
+        }
         let at = (|| {
             let line = &line[..line.len() - 1];
             let v = key_at(line)? + KEY.len();
@@ -264,7 +268,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     };
     let heads = unzstd(section(0), raw_len, "lines")?;
     let planes = unzstd(section(1), 8 * n, "event times")?;
-    let counts = unzstd(section(2), 10 * n, "token counts")?;
+    let counts = unzstd(section(2), 5 * n, "token counts")?;
     ensure!(
         planes.len() as u64 == 8 * n,
         "the event times hold {} bytes, not 8 × {n}",
@@ -272,15 +276,27 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     );
     let n = n as usize;
     let delta = |i: usize| u64::from_le_bytes(std::array::from_fn(|p| planes[p * n + i]));
-    // Sized by what the sections decoded to, never by the header alone.
-    let mut out = Vec::with_capacity(heads.len() + 4 * planes.len());
+    // Never more than the header's size: a hostile header cannot make the output grow past it.
+    let mut out = Vec::with_capacity((raw_len as usize).min(heads.len() + 4 * planes.len()));
+    let too_long = |out: &Vec<u8>| {
+        ensure!(
+            out.len() as u64 <= raw_len,
+            "the sections decode to more than the header's {raw_len} bytes"
+        );
+        Ok(())
+    };
     let (mut e, mut c, mut k) = (0usize, 0usize, 0u64);
+    let mut cut = false;
     for head in heads.split_inclusive(|&c| c == b'\n') {
         k += 1;
+        ensure!(!cut, "line {k}: after a line without a newline");
+        let Some(body) = head.strip_suffix(b"\n") else {
+            // A cut last line, kept as it was.
+            out.extend_from_slice(head);
+            cut = true;
+            continue;
+        };
         let fail = |why: String| anyhow::anyhow!("line {k}: {why}");
-        let body = head
-            .strip_suffix(b"\n")
-            .ok_or_else(|| fail("no newline".into()))?;
         let v = key_at(body).map_err(|e| fail(e.to_string()))? + KEY.len();
         let Some((m, len)) = number(&body[v..]) else {
             ensure!(
@@ -300,6 +316,10 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
         for j in 0..m {
             let t = prev.wrapping_add(delta(e));
             let tokens = read_leb128(&counts, &mut c)?;
+            ensure!(
+                tokens <= u64::from(u32::MAX),
+                "line {k}: a token count above 2^32"
+            );
             if j > 0 {
                 out.push(b',');
             }
@@ -310,10 +330,12 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
             out.push(b']');
             prev = t;
             e += 1;
+            too_long(&out)?;
         }
         out.push(b']');
         out.extend_from_slice(&body[v + len..]);
         out.push(b'\n');
+        too_long(&out)?;
     }
     ensure!(
         k == lines && e == n && c == counts.len() && out.len() as u64 == raw_len,
@@ -381,8 +403,7 @@ mod tests {
     #[test]
     fn what_the_encoding_cannot_reproduce_is_refused_with_its_line() {
         let ok = sample();
-        let cases: [(&[u8], &str); 6] = [
-            (&ok[..ok.len() - 1], "no newline"),
+        let cases: [(&[u8], &str); 5] = [
             (
                 b"{\"events\":[[1,1]],\"x\":{\"events\":[]}}\n",
                 "line 1: \"events\" twice",
@@ -404,6 +425,12 @@ mod tests {
         assert!(encode(b"{\"events\":[[18446744073709551616,1]]}\n").is_err());
         // An empty file is one with no lines.
         assert_eq!(decode(&encode(b"").unwrap()).unwrap(), b"");
+        // A last line without its newline (cut mid-events, or only its newline lost) is kept
+        // as it is, its events not taken out.
+        for cut in [&ok[..ok.len() - 1], &ok[..ok.len() - 40]] {
+            let enc = encode(cut).unwrap();
+            assert_eq!(decode(&enc).unwrap(), cut);
+        }
     }
 
     #[test]
@@ -420,6 +447,18 @@ mod tests {
         let e = decode(&bad).unwrap_err().to_string();
         assert!(e.contains("disagree with the header"), "{e}");
         assert!(decode(b"{\"events\":[]}\n").is_err());
+        // A header announcing fewer bytes than the sections hold stops the decoder as soon as
+        // it passes them (from a review: a 4 KB file claiming 20 MB wrote 176 MB first).
+        let heads_zlen = u64::from_le_bytes(enc[32..40].try_into().unwrap()) as usize;
+        let heads = zstd::decode_all(&enc[HEADER..HEADER + heads_zlen]).unwrap();
+        let claim = heads.len() as u64 + 10;
+        let mut small = enc.clone();
+        small[24..32].copy_from_slice(&claim.to_le_bytes());
+        let e = decode(&small).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("more than the header's {claim} bytes")),
+            "{e}"
+        );
     }
 
     /// Every single-byte change of a file (three values at every offset) is an error or,

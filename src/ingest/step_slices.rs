@@ -1,5 +1,5 @@
-//! The step-timing plugin's raw per-process logs (`engine_step_raw.<pid>.jsonl[.zst]`, one per
-//! vLLM process for the whole launch) → the step records of each cell, cut by the cell's time
+//! The step-timing plugin's raw per-process logs (`engine_step_raw.<pid>.jsonl[.zst|.cols]`,
+//! one per vLLM process for the whole launch) → the step records of each cell, cut by the cell's time
 //! window from `summary.json` (one clock: CLOCK_MONOTONIC). One cutting rule for everyone:
 //! `ctax run` writes the cut as per-cell `engine_step_<phase>_<cell>.jsonl` files after each
 //! launch (`orchestrate::steps`), ingest cuts the raw log itself for a cell whose per-cell file
@@ -22,10 +22,11 @@ use super::jsonl;
 /// File-name prefix of the plugin's raw logs: `engine_step_raw.<pid>.jsonl`.
 pub(crate) const RAW_PREFIX: &str = "engine_step_raw";
 
-/// The process's log stem (`engine_step_raw.<pid>.jsonl`) of a raw log's file name, plain or
-/// zstd-compressed; `None` for any other name.
+/// The process's log stem (`engine_step_raw.<pid>.jsonl`) of a raw log's file name, plain,
+/// zstd-compressed or number columns (`.cols`, `ctax archive --columns`); `None` for any other
+/// name.
 pub(crate) fn raw_stem(name: &str) -> Option<&str> {
-    let stem = name.strip_suffix(".zst").unwrap_or(name);
+    let stem = ctax_schema::plain_name(name);
     (stem.ends_with(".jsonl") && stem.starts_with(&format!("{RAW_PREFIX}."))).then_some(stem)
 }
 

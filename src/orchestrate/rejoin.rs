@@ -461,7 +461,7 @@ fn records(p: &Path) -> anyhow::Result<Box<dyn std::io::Read>> {
     let n = f.read(&mut magic).unwrap_or(0);
     let encoded = match p.extension().and_then(|e| e.to_str()) {
         Some("zst") => magic[..n].starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
-        Some("cols") => crate::ingest::request_columns::is_cols(&magic[..n]),
+        Some("cols") => crate::ingest::jsonl::is_columns(&magic[..n]),
         _ => false,
     };
     // One open: back to the start after the look at the magic number.
@@ -515,51 +515,56 @@ fn changed_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
     let mut changed = Vec::new();
     for (rel, ..) in files(mine)? {
         let name = rel.file_name().unwrap().to_string_lossy().into_owned();
-        // BACK's file of that name, else the same records in another stored form there.
-        let Some(theirs) = std::iter::once(name.clone())
-            .chain(ctax_schema::stored_forms(ctax_schema::plain_name(&name)))
-            .map(|f| back.join(rel.with_file_name(f)))
-            .find(|p| p.is_file())
-        else {
-            continue;
-        };
         let top = rel.parent() == Some(Path::new(""));
         if name.starts_with('.') || top && REWRITTEN.contains(&name.as_str()) {
             continue;
         }
-        let ours = mine.join(&rel);
-        let cmp = compare_files(&ours, &theirs)?;
-        if cmp == Cmp::Same {
-            continue;
-        }
         let plain = ctax_schema::plain_name(&name);
-        let mut kept_aside = false;
-        for p in ctax_schema::stored_forms(plain)
-            .iter()
-            .filter_map(|f| moved.get(f))
-            .flatten()
-        {
-            if compare_files(&ours, p)? == Cmp::Same {
-                kept_aside = true;
+        let ours = mine.join(&rel);
+        // Every form BACK holds of that name (`X`, `X.zst`, `X.cols`): each must hold ROOT's
+        // records (two forms with other records would otherwise join unexamined).
+        let mut kept_aside = None;
+        for f in ctax_schema::stored_forms(plain) {
+            let theirs = back.join(rel.with_file_name(&f));
+            if !theirs.is_file() {
+                continue;
+            }
+            let cmp = compare_files(&ours, &theirs)?;
+            if cmp == Cmp::Same {
+                continue;
+            }
+            if kept_aside.is_none() {
+                let mut aside = false;
+                for p in ctax_schema::stored_forms(plain)
+                    .iter()
+                    .filter_map(|f| moved.get(f))
+                    .flatten()
+                {
+                    if compare_files(&ours, p)? == Cmp::Same {
+                        aside = true;
+                        break;
+                    }
+                }
+                kept_aside = Some(aside);
+            }
+            if kept_aside == Some(true) {
                 break;
             }
-        }
-        if kept_aside {
-            continue;
-        }
-        let closed = !top || finished.contains(plain);
-        if cmp == Cmp::Grown && !closed {
-            continue;
-        }
-        changed.push(format!(
-            "{} ({})",
-            rel.display(),
-            if cmp == Cmp::Grown {
+            let closed = !top || finished.contains(plain);
+            if cmp == Cmp::Grown && !closed {
+                continue;
+            }
+            let why = if cmp == Cmp::Grown {
                 "grown, but it was final"
             } else {
                 "other records"
-            }
-        ));
+            };
+            changed.push(if f == name {
+                format!("{} ({why})", rel.display())
+            } else {
+                format!("{} ({why}: BACK's {f})", rel.display())
+            });
+        }
     }
     Ok(changed)
 }
@@ -986,7 +991,8 @@ mod tests {
         .unwrap();
         let e = rejoin(&sk, &root).unwrap_err().to_string();
         assert!(
-            e.contains("changes 1 file(s)") && e.contains(&format!("{cols} (other records)")),
+            e.contains("changes 1 file(s)")
+                && e.contains(&format!("{cols} (other records: BACK's {zst})")),
             "{e}"
         );
         assert_eq!(data(&root), before, "nothing written");
@@ -995,6 +1001,16 @@ mod tests {
             zstd::encode_all(body(0).as_bytes(), 3).unwrap(),
         )
         .unwrap();
+        // BACK holding two forms: every one is compared (from a review: only the first was).
+        std::fs::write(
+            l1.join(cols),
+            crate::ingest::request_columns::encode(body(1).as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let e = rejoin(&sk, &root).unwrap_err().to_string();
+        assert!(e.contains(&format!("{cols} (other records)")), "{e}");
+        assert_eq!(data(&root), before, "nothing written");
+        std::fs::remove_file(l1.join(cols)).unwrap();
         let done = rejoin(&sk, &root).unwrap();
         assert_eq!(done.replaced_runs, ["20261201-000100_plain_l1"]);
         assert_eq!(

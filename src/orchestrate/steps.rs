@@ -65,14 +65,26 @@ fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
         let holds_raw = |p: &Path| {
             std::fs::read(p)
                 .ok()
-                .and_then(|b| zstd::decode_all(&b[..]).ok())
+                .and_then(|b| {
+                    if p.extension().is_some_and(|e| e == "cols") {
+                        crate::ingest::jsonl::decode_columns(&b).ok()
+                    } else {
+                        zstd::decode_all(&b[..]).ok()
+                    }
+                })
                 .is_some_and(|d| d == raw)
+        };
+        // `X.jsonl.zst`'s other stored form, `X.jsonl.cols` (`ctax archive --columns` made it
+        // here, and a skeleton carried it): the name is taken by either.
+        let cols = |p: &Path| {
+            let name = p.display().to_string();
+            PathBuf::from(format!("{}.cols", ctax_schema::plain_name(&name)))
         };
         // The first free name, unless an archive before it already holds this log.
         let dst = archive_names(f)
-            .find(|p| !p.exists() || holds_raw(p))
+            .find(|p| (!p.exists() && !cols(p).exists()) || holds_raw(p) || holds_raw(&cols(p)))
             .expect("an unused name");
-        if !dst.exists() {
+        if !dst.exists() && !cols(&dst).exists() {
             crate::fsutil::write_atomic_with(&dst, |file| -> anyhow::Result<()> {
                 let mut enc = zstd::Encoder::new(file, 9)?;
                 enc.write_all(&raw)?;
@@ -121,8 +133,8 @@ pub(crate) fn freeze_cells(
 
 /// The names an archive of the raw log `X.jsonl` may have, in the order they are taken:
 /// `X.jsonl.zst`, then — when an earlier launch in this directory left an archive of that name
-/// (the same pid on another machine) — `X.r1.jsonl.zst`, `X.r2.jsonl.zst`, …: an earlier
-/// launch's log is never overwritten.
+/// (the same pid on another machine), as `.zst` or as number columns `.cols` — `X.r1.jsonl.zst`,
+/// `X.r2.jsonl.zst`, …: an earlier launch's log is never overwritten.
 fn archive_names(f: &Path) -> impl Iterator<Item = PathBuf> {
     let stem = f.display().to_string();
     let first = PathBuf::from(format!("{stem}.zst"));
@@ -238,6 +250,48 @@ pub(crate) mod tests {
             scrapes: 0,
             scrape_failures: 0,
         }
+    }
+
+    /// An earlier launch's log of the same pid stored as number columns (`ctax archive
+    /// --columns` ran here and a skeleton carried the run directory back to a GPU host): the
+    /// name is taken, so the new log becomes `.r1`, never a `.zst` beside the `.cols` under one
+    /// name; a plain log the `.cols` already holds is just removed.
+    #[test]
+    fn a_columns_archive_of_the_same_name_is_never_written_beside() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        let log = dir.join("engine_step_raw.10.jsonl");
+        let earlier = b"{\"t_ns\":1,\"step_id\":0}\n{\"t_ns\":2,\"step_id\":1}\n";
+        let cols = dir.join("engine_step_raw.10.jsonl.cols");
+        std::fs::write(
+            &cols,
+            crate::ingest::number_columns::encode(earlier).unwrap(),
+        )
+        .unwrap();
+        let new = b"{\"t_ns\":7,\"step_id\":0}\n";
+        std::fs::write(&log, new).unwrap();
+        compress_raw(std::slice::from_ref(&log)).unwrap();
+        assert!(!log.exists());
+        assert!(!dir.join("engine_step_raw.10.jsonl.zst").exists());
+        let r1 = std::fs::read(dir.join("engine_step_raw.10.r1.jsonl.zst")).unwrap();
+        assert_eq!(zstd::decode_all(&r1[..]).unwrap(), new);
+        // The same log as the columns hold (a compression killed after the archive was made).
+        std::fs::write(&log, earlier).unwrap();
+        compress_raw(std::slice::from_ref(&log)).unwrap();
+        assert!(!log.exists());
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "engine_step_raw.10.jsonl.cols",
+                "engine_step_raw.10.r1.jsonl.zst"
+            ]
+        );
     }
 
     /// A launch killed while compressing its step log: after the archive's rename (the archive

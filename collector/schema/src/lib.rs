@@ -18,7 +18,8 @@
 //!     launch.sh                 the exact command that started the server
 //!     vllm_stdout.log, vllm_stderr.log
 //!     env.txt                   pip freeze, vLLM version + git SHA, GPU, driver, CPU governor
-//!     requests_<phase>_<cell>.jsonl[.zst]     RequestRecord, one per line
+//!     requests_<phase>_<cell>.jsonl[.zst|.cols]  RequestRecord, one per line (.cols: the
+//!                               archive's request columns, DESIGN.md §2.7)
 //!     metrics_<phase>_<cell>.jsonl[.zst]      MetricsSample, one per line
 //!     engine_step_<phase>_<cell>.jsonl[.zst]  StepRecord, one per line
 //!     summary.json              RunSummary (collector health per cell + per-cell statistics)
@@ -247,8 +248,9 @@ impl FileKind {
 }
 
 /// The suffixes of a raw file's stored forms beyond the one the collector writes: `.zst`
-/// (zstd, `ctax archive`) and `.cols` (request files only: the archive's columnar encoding,
-/// `ctax archive --columns`, DESIGN.md §2.6). Every form of one name holds the same records.
+/// (zstd, `ctax archive`) and `.cols` (request files and raw step logs: the archive's columnar
+/// encodings, `ctax archive --columns`, DESIGN.md §2.7). Every form of one name holds the same
+/// records.
 pub const STORED_SUFFIXES: [&str; 2] = [".zst", ".cols"];
 
 /// `name` without its stored-form suffix (`X.jsonl.zst` and `X.jsonl.cols` → `X.jsonl`).

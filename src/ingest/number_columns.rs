@@ -1,0 +1,482 @@
+//! The archive's compact, lossless encoding of a raw step log:
+//! `engine_step_raw.<pid>.jsonl.cols` with the magic `CTAXNUM1` (DESIGN.md §2.7).
+//!
+//! A step record is a fixed set of keys whose values are numbers that change a little from one
+//! step to the next (`t_ns`, `step_id`, durations in µs with three decimals). zstd on the text
+//! sees digits; number columns see values. Each line becomes a **template** (its text with every
+//! number replaced by one marker byte: `0x01` for an integer, `0x02 + k` for a decimal with `k`
+//! fraction digits, 1 ≤ k ≤ 9) and its numbers, scaled to integers (`244130.580` → 244130580,
+//! `k` = 3). Each number is stored as its difference from the number in the same place of the
+//! previous line with the same template, as little-endian i64 in 8 byte planes per place.
+//!
+//! Layout: the magic `CTAXNUM1`, six little-endian u64 (lines, bytes of the original JSONL,
+//! flags — bit 0: the last line has no newline, a writer killed mid-line — and the compressed
+//! sizes of three sections), then three checksummed zstd frames: the
+//! distinct templates (in order of first use, each ended by `\n`), each line's template index
+//! (LEB128), and the deltas (place 0 of every line that has one, in line order, as 8 byte
+//! planes; then place 1; …).
+//!
+//! A number is a maximal run `-?[0-9]+(\.[0-9]+)?` whose text is exactly how its value is
+//! written back (no leading zero, no `-0`, at most 18 digits, at most 9 decimals); any other
+//! run of digits stays in the template as text. A line with a byte below 0x20 (never in JSON
+//! text) is refused. Like request columns, [`encode`] decodes its own output and returns an
+//! error unless that gives back the input byte for byte.
+
+use anyhow::{Context, bail, ensure};
+
+/// The first 8 bytes of a number-columns file.
+pub(crate) const MAGIC: &[u8; 8] = b"CTAXNUM1";
+const LEVEL: i32 = 19;
+const HEADER: usize = 8 + 6 * 8;
+/// Flag bit 0: the last line has no newline.
+const CUT: u64 = 1;
+/// A header announcing a larger original is refused before anything is decoded (the largest
+/// archived raw step log decodes to 8.6 MB).
+const MAX_RAW: u64 = 1 << 30;
+const INT: u8 = 0x01;
+
+/// The number starting at `b[0]` (a digit or `-`): (scaled value, marker, length), or `None`
+/// if it is not written the way its value would be written back (then it stays text), with
+/// the length of the run either way.
+fn number(b: &[u8]) -> (Option<(i64, u8)>, usize) {
+    let neg = b[0] == b'-';
+    let s = usize::from(neg);
+    let int = b[s..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if int == 0 {
+        return (None, 1);
+    }
+    let mut len = s + int;
+    let mut frac = 0;
+    if b.get(len) == Some(&b'.') {
+        frac = b[len + 1..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if frac > 0 {
+            len += 1 + frac;
+        }
+    }
+    let text = &b[..len];
+    let canonical = (int == 1 || b[s] != b'0') && int + frac <= 18 && frac <= 9;
+    if !canonical {
+        return (None, len);
+    }
+    let mut v: i64 = 0;
+    for &c in text[s..].iter().filter(|c| c.is_ascii_digit()) {
+        v = v * 10 + i64::from(c - b'0');
+    }
+    if neg {
+        if v == 0 {
+            return (None, len);
+        }
+        v = -v;
+    }
+    let marker = if frac == 0 { INT } else { INT + frac as u8 };
+    (Some((v, marker)), len)
+}
+
+/// Writes `v` scaled by 10^-`k` the way [`number`] read it.
+fn write_number(v: i64, marker: u8, out: &mut Vec<u8>) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    let a = v.unsigned_abs();
+    let k = u32::from(marker - INT);
+    if k == 0 {
+        out.extend_from_slice(itoa::Buffer::new().format(a).as_bytes());
+        return;
+    }
+    let p = 10u64.pow(k);
+    out.extend_from_slice(itoa::Buffer::new().format(a / p).as_bytes());
+    out.push(b'.');
+    let f = itoa::Buffer::new().format(a % p).to_owned();
+    out.extend(std::iter::repeat_n(b'0', k as usize - f.len()));
+    out.extend_from_slice(f.as_bytes());
+}
+
+fn leb128(mut v: u64, out: &mut Vec<u8>) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn read_leb128(b: &[u8], at: &mut usize) -> anyhow::Result<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let Some(&x) = b.get(*at) else {
+            bail!("the template indices end early");
+        };
+        *at += 1;
+        v |= u64::from(x & 0x7f) << shift;
+        if x & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    bail!("a template index longer than 64 bits")
+}
+
+fn zstd_frame(b: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut e = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
+    e.include_checksum(true)?;
+    std::io::Write::write_all(&mut e, b)?;
+    Ok(e.finish()?)
+}
+
+fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let d = zstd::stream::read::Decoder::new(b).with_context(|| format!("the {what} section"))?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(d, limit + 1), &mut out)
+        .with_context(|| format!("the {what} section is damaged"))?;
+    ensure!(
+        out.len() as u64 <= limit,
+        "the {what} section decodes to more than the header allows ({limit} bytes)"
+    );
+    Ok(out)
+}
+
+/// Encodes a JSONL file's bytes; an error (naming the line) where the encoding would not give
+/// back exactly `raw`.
+pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
+    ensure!(raw.len() as u64 <= MAX_RAW, "larger than {MAX_RAW} bytes");
+    let flags = if raw.is_empty() || raw.ends_with(b"\n") {
+        0
+    } else {
+        CUT
+    };
+    let mut templates: Vec<Vec<u8>> = Vec::new();
+    let mut index: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+    let mut ids = Vec::new();
+    // Per place: the deltas; per (template, place): the previous value.
+    let mut places: Vec<Vec<i64>> = Vec::new();
+    let mut prev: Vec<Vec<i64>> = Vec::new();
+    let mut lines = 0u64;
+    let mut t = Vec::new();
+    let mut nums = Vec::new();
+    for (k, line) in raw.split_inclusive(|&c| c == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        t.clear();
+        nums.clear();
+        let mut i = 0;
+        while i < line.len() {
+            let c = line[i];
+            ensure!(c >= 0x20, "line {}: a control byte ({c:#04x})", k + 1);
+            if c == b'-' || c.is_ascii_digit() {
+                let (n, len) = number(&line[i..]);
+                match n {
+                    Some((v, marker)) => {
+                        t.push(marker);
+                        nums.push(v);
+                    }
+                    None => t.extend_from_slice(&line[i..i + len]),
+                }
+                i += len;
+            } else {
+                t.push(c);
+                i += 1;
+            }
+        }
+        let id = *index.entry(t.clone()).or_insert_with(|| {
+            templates.push(t.clone());
+            prev.push(vec![0; nums.len()]);
+            templates.len() - 1
+        });
+        leb128(id as u64, &mut ids);
+        if places.len() < nums.len() {
+            places.resize_with(nums.len(), Vec::new);
+        }
+        for (p, &v) in nums.iter().enumerate() {
+            places[p].push(v.wrapping_sub(prev[id][p]));
+            prev[id][p] = v;
+        }
+        lines += 1;
+    }
+    let mut heads = Vec::new();
+    for t in &templates {
+        heads.extend_from_slice(t);
+        heads.push(b'\n');
+    }
+    let mut planes = Vec::with_capacity(8 * places.iter().map(Vec::len).sum::<usize>());
+    for col in &places {
+        for b in 0..8 {
+            planes.extend(col.iter().map(|d| d.to_le_bytes()[b]));
+        }
+    }
+    let sections = [zstd_frame(&heads)?, zstd_frame(&ids)?, zstd_frame(&planes)?];
+    let mut out = Vec::with_capacity(HEADER + sections.iter().map(Vec::len).sum::<usize>());
+    out.extend_from_slice(MAGIC);
+    for v in [lines, raw.len() as u64, flags] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for s in &sections {
+        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    }
+    for s in &sections {
+        out.extend_from_slice(s);
+    }
+    let back = decode(&out).context("decoding the new encoding")?;
+    if back != raw {
+        let at = back.iter().zip(raw).position(|(a, b)| a != b).unwrap_or(0);
+        let line = raw[..at].iter().filter(|&&c| c == b'\n').count() + 1;
+        bail!("line {line}: the encoding does not give back the original bytes");
+    }
+    Ok(out)
+}
+
+/// The original JSONL bytes of a number-columns file; an error saying what is damaged.
+pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
+    ensure!(
+        b.len() >= HEADER && b.starts_with(MAGIC),
+        "not a number-columns file (no {} header)",
+        String::from_utf8_lossy(MAGIC)
+    );
+    let u = |i: usize| u64::from_le_bytes(b[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+    let (lines, raw_len, flags) = (u(0), u(1), u(2));
+    let lens = [u(3), u(4), u(5)];
+    ensure!(flags & !CUT == 0, "unknown flags {flags:#x}");
+    ensure!(
+        lens.iter()
+            .try_fold(HEADER as u64, |a, &l| a.checked_add(l))
+            == Some(b.len() as u64),
+        "the sections' sizes ({lens:?}) do not add up to the file's {} bytes (cut or damaged)",
+        b.len()
+    );
+    ensure!(
+        raw_len <= MAX_RAW && lines <= raw_len,
+        "the header's sizes are not plausible ({raw_len} bytes, {lines} lines)"
+    );
+    let mut at = HEADER;
+    let mut section = |i: usize| {
+        let s = &b[at..at + lens[i] as usize];
+        at += lens[i] as usize;
+        s
+    };
+    // A template is at most its line; each ends with a newline, a cut last line's too.
+    let heads = unzstd(section(0), raw_len + 1, "templates")?;
+    let ids = unzstd(section(1), 10 * lines, "template indices")?;
+    let planes_z = section(2);
+    ensure!(
+        lines <= ids.len() as u64,
+        "{lines} lines but {} bytes of template indices",
+        ids.len()
+    );
+    let templates: Vec<&[u8]> = heads
+        .split_inclusive(|&c| c == b'\n')
+        .map(|t| t.strip_suffix(b"\n").unwrap_or(t))
+        .collect();
+    // Pass 1: each line's template, and how many lines have a number at each place.
+    let mut line_ids = Vec::with_capacity(lines as usize);
+    let mut c = 0;
+    let counts: Vec<usize> = templates
+        .iter()
+        .map(|t| t.iter().filter(|&&x| x < 0x20).count())
+        .collect();
+    let mut per_place: Vec<usize> = Vec::new();
+    for k in 0..lines {
+        let id = read_leb128(&ids, &mut c)? as usize;
+        ensure!(
+            id < templates.len(),
+            "line {}: template {id} of {}",
+            k + 1,
+            templates.len()
+        );
+        if per_place.len() < counts[id] {
+            per_place.resize(counts[id], 0);
+        }
+        for n in &mut per_place[..counts[id]] {
+            *n += 1;
+        }
+        line_ids.push(id);
+    }
+    ensure!(
+        c == ids.len(),
+        "the template indices hold more than {lines} lines"
+    );
+    let total: usize = per_place.iter().sum();
+    let planes = unzstd(planes_z, 8 * total as u64, "numbers")?;
+    ensure!(
+        planes.len() == 8 * total,
+        "the numbers hold {} bytes, not 8 × {total}",
+        planes.len()
+    );
+    // Where each place's planes start, and how far each has been read.
+    let mut start = Vec::with_capacity(per_place.len());
+    let mut s = 0;
+    for &n in &per_place {
+        start.push(s);
+        s += 8 * n;
+    }
+    let mut read = vec![0usize; per_place.len()];
+    let mut prev: Vec<Vec<i64>> = counts.iter().map(|&n| vec![0; n]).collect();
+    let mut out = Vec::with_capacity(heads.len() + planes.len());
+    for &id in &line_ids {
+        let mut p = 0;
+        for &x in templates[id] {
+            if x >= 0x20 {
+                out.push(x);
+                continue;
+            }
+            ensure!((INT..=INT + 9).contains(&x), "template {id}: byte {x:#04x}");
+            let (n, i) = (per_place[p], read[p]);
+            let d = i64::from_le_bytes(std::array::from_fn(|j| planes[start[p] + j * n + i]));
+            read[p] += 1;
+            let v = prev[id][p].wrapping_add(d);
+            prev[id][p] = v;
+            write_number(v, x, &mut out);
+            p += 1;
+        }
+        out.push(b'\n');
+        ensure!(
+            out.len() as u64 <= raw_len + 1,
+            "the sections decode to more than the header's {raw_len} bytes"
+        );
+    }
+    if flags & CUT != 0 {
+        ensure!(lines > 0, "a cut last line in a file without lines");
+        out.pop();
+    }
+    ensure!(
+        out.len() as u64 == raw_len,
+        "the sections disagree with the header ({} of {raw_len} bytes)",
+        out.len()
+    );
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three lines of a real raw step log (vLLM 0.26, H200 archive, plain l1), as the step
+    /// plugin writes them.
+    fn sample() -> Vec<u8> {
+        br#"{"t_ns":335041635606,"step_id":0,"pid":1897,"step_duration_us":244130.580,"schedule_us":763.155,"build_meta_us":null,"get_finished_us":null,"start_load_kv_us":null,"num_running":1,"num_waiting":0,"prefill_tokens":4096,"decode_tokens":0}
+{"t_ns":335281685643,"step_id":1,"pid":1897,"step_duration_us":7772.117,"schedule_us":229.986,"build_meta_us":null,"get_finished_us":null,"start_load_kv_us":null,"num_running":1,"num_waiting":0,"prefill_tokens":0,"decode_tokens":1}
+{"t_ns":335286131037,"step_id":2,"pid":1897,"step_duration_us":7560.991,"schedule_us":115.039,"build_meta_us":null,"get_finished_us":null,"start_load_kv_us":null,"num_running":1,"num_waiting":0,"prefill_tokens":0,"decode_tokens":1}
+"#
+        .to_vec()
+    }
+
+    fn sections(enc: &[u8]) -> [Vec<u8>; 3] {
+        let u = |i: usize| u64::from_le_bytes(enc[8 + 8 * i..16 + 8 * i].try_into().unwrap());
+        let mut at = HEADER;
+        std::array::from_fn(|i| {
+            let len = u(3 + i) as usize;
+            let s = zstd::decode_all(&enc[at..at + len]).unwrap();
+            at += len;
+            s
+        })
+    }
+
+    #[test]
+    fn a_step_log_decodes_to_its_own_bytes_and_the_layout_is_as_documented() {
+        let raw = sample();
+        let enc = encode(&raw).unwrap();
+        assert_eq!(decode(&enc).unwrap(), raw);
+        assert!(enc.starts_with(MAGIC));
+        let [heads, ids, planes] = sections(&enc);
+        // One template: every number a marker (0x01 integers, 0x04 three decimals), null kept.
+        let t = String::from_utf8(heads).unwrap();
+        assert_eq!(t.lines().count(), 1, "{t:?}");
+        assert!(
+            t.starts_with(
+                "{\"t_ns\":\u{1},\"step_id\":\u{1},\"pid\":\u{1},\"step_duration_us\":\u{4},"
+            ),
+            "{t:?}"
+        );
+        assert!(t.contains("\"build_meta_us\":null,"), "{t:?}");
+        assert_eq!(ids, vec![0, 0, 0]);
+        // 9 places × 3 lines × 8 bytes. Place 0 (t_ns) by hand: 335041635606, then
+        // 335281685643 − 335041635606 = 240050037, then 4445394; place 3 (step_duration_us
+        // in ns): 244130580, then 7772117 − 244130580 = −236358463.
+        assert_eq!(planes.len(), 9 * 3 * 8);
+        let delta = |place: usize, line: usize| {
+            i64::from_le_bytes(std::array::from_fn(|b| planes[place * 24 + b * 3 + line]))
+        };
+        assert_eq!(
+            [delta(0, 0), delta(0, 1), delta(0, 2)],
+            [335041635606, 240050037, 4445394]
+        );
+        assert_eq!([delta(3, 0), delta(3, 1)], [244130580, -236358463]);
+        assert_eq!(
+            [delta(1, 1), delta(2, 1)],
+            [1, 0],
+            "step_id +1, pid unchanged"
+        );
+    }
+
+    /// Runs of digits that would not be written back the same stay text, in the template; a
+    /// number's place is its position in the line, each template keeps its own previous values.
+    #[test]
+    fn numbers_not_written_canonically_stay_text_and_every_line_round_trips() {
+        let raw = b"{\"a\":007,\"b\":-0,\"c\":1e-05,\"d\":1.5E+3,\"e\":12345678901234567890}\n\
+{\"a\":-0.5,\"b\":0.050,\"c\":-12,\"d\":5.,\"e\":1.1234567891}\n\
+{\"id\":\"run 42\",\"x\":[1,2,-3]}\n{\"a\":-0.7,\"b\":0.051,\"c\":-13,\"d\":6.,\"e\":1.1234567891}\n\
+[]\n\n";
+        let enc = encode(raw).unwrap();
+        assert_eq!(decode(&enc).unwrap(), raw);
+        let [heads, ids, _] = sections(&enc);
+        let t = String::from_utf8(heads).unwrap();
+        // 007, -0, -05, 12345678901234567890 (20 digits) and 1.1234567891 (10 decimals) text.
+        assert!(
+            t.contains(
+                "\"a\":007,\"b\":-0,\"c\":\u{1}e-05,\"d\":\u{2}E+\u{1},\"e\":12345678901234567890}"
+            ),
+            "{t:?}"
+        );
+        assert!(t.contains("\"e\":1.1234567891}"), "{t:?}");
+        assert!(
+            t.contains("{\"id\":\"run \u{1}\",\"x\":[\u{1},\u{1},\u{1}]}"),
+            "{t:?}"
+        );
+        // Lines 2 and 4 share a template; [] and the empty line have their own.
+        assert_eq!(ids, vec![0, 1, 2, 1, 3, 4]);
+        assert_eq!(decode(&encode(b"").unwrap()).unwrap(), b"");
+    }
+
+    /// A last line without its newline (a writer killed mid-line) is kept, flagged.
+    #[test]
+    fn a_cut_last_line_round_trips() {
+        let raw = sample();
+        for cut in [&raw[..raw.len() - 1], &raw[..raw.len() - 30], &raw[..7]] {
+            let enc = encode(cut).unwrap();
+            assert_eq!(u64::from_le_bytes(enc[24..32].try_into().unwrap()), CUT);
+            assert_eq!(decode(&enc).unwrap(), cut);
+        }
+        let whole = encode(&raw).unwrap();
+        assert_eq!(u64::from_le_bytes(whole[24..32].try_into().unwrap()), 0);
+    }
+
+    #[test]
+    fn a_control_byte_is_refused_with_its_line() {
+        let e = encode(b"{}\n{\"a\":\"\x01\"}\n").unwrap_err().to_string();
+        assert!(e.contains("line 2: a control byte (0x01)"), "{e}");
+    }
+
+    /// Every single-byte change of a file (three values at every offset) is an error or gives
+    /// back exactly the original: never other bytes, never a panic.
+    #[test]
+    fn no_single_byte_change_decodes_to_other_bytes() {
+        let raw = sample();
+        let enc = encode(&raw).unwrap();
+        let mut errors = 0;
+        for i in 0..enc.len() {
+            for x in [0x01u8, 0x80, 0xff] {
+                let mut b = enc.clone();
+                b[i] ^= x;
+                match decode(&b) {
+                    Ok(out) => assert_eq!(out, raw, "byte {i} ^ {x:#x} decoded to other bytes"),
+                    Err(_) => errors += 1,
+                }
+            }
+        }
+        assert!(errors > 2 * enc.len(), "{errors} errors");
+        let e = decode(&enc[..enc.len() - 1]).unwrap_err().to_string();
+        assert!(e.contains("do not add up"), "{e}");
+    }
+}
