@@ -125,7 +125,7 @@ impl std::io::BufRead for EndsEarly {
 
 /// The bytes the collector wrote, read from `f` (the open file `path`) in whichever stored form
 /// its name says: as they are, zstd's decoding of a `.zst`, or the decoding of a columns file
-/// `.cols` ([`decode_columns`]; read whole, at most 1 GiB). A `.cols` that does not decode
+/// `.cols` ([`decode_columns`]; read whole, at most 256 MiB, as is what it decodes to). A `.cols` that does not decode
 /// reads as a stream that ends before its first line, with the reason (`UnexpectedEof`), as a
 /// zstd stream cut short does: ingest keeps what it has, says why, and counts the cell's
 /// records as missing, rather than refusing the whole root.

@@ -176,7 +176,7 @@ const RUN_FILES: [&str; 6] = [
 pub const SKELETON_MARKER: &str = ".ctax/skeleton.json";
 
 /// `ctax cat FILE`: writes a raw file's bytes as the collector wrote them, whatever its stored
-/// form (plain, `.zst`, request columns `.cols`).
+/// form (plain, `.zst`, columns `.cols`).
 pub fn cat(path: &Path, out: &mut impl std::io::Write) -> anyhow::Result<()> {
     let f = jsonl::open_regular(path).with_context(|| format!("opening {}", path.display()))?;
     let mut r = jsonl::decoded(path, f).with_context(|| format!("decoding {}", path.display()))?;

@@ -297,7 +297,15 @@ pub(crate) fn choose<T: PartialEq>(
         }
         others.push(format!("`{}` ({} records)", file_name(p), l.rows.len()));
     }
-    let (path, lines) = parsed.swap_remove(longest);
+    // What the other files said about themselves (a damaged copy's reason) is kept.
+    let theirs: Vec<String> = parsed
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != longest)
+        .flat_map(|(_, (_, l))| l.warnings.iter().cloned())
+        .collect();
+    let (path, mut lines) = parsed.swap_remove(longest);
+    lines.warnings.extend(theirs);
     // Every other file is a prefix of the longest: equal length means identical.
     let same = parsed.iter().all(|(_, l)| l.rows.len() == lines.rows.len());
     let why = if same {
@@ -400,5 +408,22 @@ mod tests {
             e.contains("first differ at record 2") && e.contains("requests_A_r4_i8_o8.jsonl`"),
             "{e}"
         );
+        // A damaged copy (a `.cols` that reads as a stream ending before its first line) beside
+        // a good one: the good one is used, and the damaged one's reason is kept (from a review:
+        // it was dropped, leaving "(0 records)").
+        let mut damaged = lines(&[]);
+        damaged.warnings.push(
+            "/r/requests_A_r4_i8_o8.jsonl.cols: stream ends early before its first line (the \
+             numbers section is damaged)"
+                .into(),
+        );
+        let (path, l, _) = choose(vec![
+            (p("requests_A_r4_i8_o8.jsonl.cols"), damaged),
+            (p("requests_A_r4_i8_o8.jsonl.zst"), lines(&[1, 2, 3])),
+        ])
+        .unwrap();
+        assert_eq!(path, p("requests_A_r4_i8_o8.jsonl.zst"));
+        assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
+        assert!(l.warnings[0].contains(".cols: stream ends early"));
     }
 }

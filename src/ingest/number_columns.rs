@@ -4,10 +4,11 @@
 //! A step record is a fixed set of keys whose values are numbers that change a little from one
 //! step to the next (`t_ns`, `step_id`, durations in µs with three decimals). zstd on the text
 //! sees digits; number columns see values. Each line becomes a **template** (its text with every
-//! number replaced by one marker byte: `0x01` for an integer, `0x02 + k` for a decimal with `k`
-//! fraction digits, 1 ≤ k ≤ 9) and its numbers, scaled to integers (`244130.580` → 244130580,
-//! `k` = 3). Each number is stored as its difference from the number in the same place of the
-//! previous line with the same template, as little-endian i64 in 8 byte planes per place.
+//! number replaced by one marker byte: `0x01` for an integer, `0x01 + k` for a decimal with `k`
+//! fraction digits, 1 ≤ k ≤ 8, so that no marker is `\n`) and its numbers, scaled to integers
+//! (`244130.580` → 244130580, marker `0x04`). Each number is stored as its difference from the
+//! number in the same place of the previous line with the same template, as little-endian i64
+//! in 8 byte planes per place; place p holds only the lines whose template has a p-th number.
 //!
 //! Layout: the magic `CTAXNUM1`, six little-endian u64 (lines, bytes of the original JSONL,
 //! flags — bit 0: the last line has no newline, a writer killed mid-line — and the compressed
@@ -17,8 +18,13 @@
 //! planes; then place 1; …).
 //!
 //! A number is a maximal run `-?[0-9]+(\.[0-9]+)?` whose text is exactly how its value is
-//! written back (no leading zero, no `-0`, at most 18 digits, at most 9 decimals); any other
-//! run of digits stays in the template as text. A line with a byte below 0x20 (never in JSON
+//! written back (`-` if negative, the integer part without a leading zero, `.` and the fraction
+//! zero-padded to k digits; no `-0`, at most 18 digits, at most 8 decimals); any other run of
+//! digits stays in the template as text.
+//!
+//! The decoder's work and memory are bounded by the header's size of the original (at most
+//! [`MAX_RAW`]): every line writes at least its template's bytes and a newline, so the lines ×
+//! numbers it walks never pass that size, and it stops as soon as its output does. A line with a byte below 0x20 (never in JSON
 //! text) is refused. Like request columns, [`encode`] decodes its own output and returns an
 //! error unless that gives back the input byte for byte.
 
@@ -31,8 +37,10 @@ const HEADER: usize = 8 + 6 * 8;
 /// Flag bit 0: the last line has no newline.
 const CUT: u64 = 1;
 /// A header announcing a larger original is refused before anything is decoded (the largest
-/// archived raw step log decodes to 8.6 MB).
-const MAX_RAW: u64 = 1 << 30;
+/// archived raw step log, a ~8-minute launch, decodes to 8.6 MB; this is ~4 hours of steps).
+pub(crate) const MAX_RAW: u64 = 256 << 20;
+/// Decimals a number may have to be a column (markers 0x02–0x09; 0x0A is the newline).
+const MAX_DECIMALS: usize = 8;
 const INT: u8 = 0x01;
 
 /// The number starting at `b[0]` (a digit or `-`): (scaled value, marker, length), or `None`
@@ -57,7 +65,7 @@ fn number(b: &[u8]) -> (Option<(i64, u8)>, usize) {
         }
     }
     let text = &b[..len];
-    let canonical = (int == 1 || b[s] != b'0') && int + frac <= 18 && frac <= 9;
+    let canonical = (int == 1 || b[s] != b'0') && int + frac <= 18 && frac <= MAX_DECIMALS;
     if !canonical {
         return (None, len);
     }
@@ -258,7 +266,8 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     };
     // A template is at most its line; each ends with a newline, a cut last line's too.
     let heads = unzstd(section(0), raw_len + 1, "templates")?;
-    let ids = unzstd(section(1), 10 * lines, "template indices")?;
+    // An index below 2^35 takes at most 5 LEB128 bytes.
+    let ids = unzstd(section(1), 5 * lines, "template indices")?;
     let planes_z = section(2);
     ensure!(
         lines <= ids.len() as u64,
@@ -269,8 +278,10 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
         .split_inclusive(|&c| c == b'\n')
         .map(|t| t.strip_suffix(b"\n").unwrap_or(t))
         .collect();
-    // Pass 1: each line's template, and how many lines have a number at each place.
-    let mut line_ids = Vec::with_capacity(lines as usize);
+    // Pass 1: each line's template, and how many lines have a number at each place. Each line
+    // writes at least its template's bytes and a newline: their sum bounds the work.
+    let mut line_ids: Vec<u32> = Vec::with_capacity(lines as usize);
+    let mut least = 0u64;
     let mut c = 0;
     let counts: Vec<usize> = templates
         .iter()
@@ -285,19 +296,26 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
             k + 1,
             templates.len()
         );
+        least += templates[id].len() as u64 + 1;
+        ensure!(
+            least <= raw_len + 1,
+            "line {}: the lines decode to more than the header's {raw_len} bytes",
+            k + 1
+        );
         if per_place.len() < counts[id] {
             per_place.resize(counts[id], 0);
         }
         for n in &mut per_place[..counts[id]] {
             *n += 1;
         }
-        line_ids.push(id);
+        line_ids.push(id as u32);
     }
     ensure!(
         c == ids.len(),
         "the template indices hold more than {lines} lines"
     );
     let total: usize = per_place.iter().sum();
+    // `least` bounds `total` (each number is at least one byte of its line).
     let planes = unzstd(planes_z, 8 * total as u64, "numbers")?;
     ensure!(
         planes.len() == 8 * total,
@@ -315,19 +333,27 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut prev: Vec<Vec<i64>> = counts.iter().map(|&n| vec![0; n]).collect();
     let mut out = Vec::with_capacity(heads.len() + planes.len());
     for &id in &line_ids {
+        let id = id as usize;
         let mut p = 0;
         for &x in templates[id] {
             if x >= 0x20 {
                 out.push(x);
                 continue;
             }
-            ensure!((INT..=INT + 9).contains(&x), "template {id}: byte {x:#04x}");
+            ensure!(
+                (INT..=INT + MAX_DECIMALS as u8).contains(&x),
+                "template {id}: byte {x:#04x}"
+            );
             let (n, i) = (per_place[p], read[p]);
             let d = i64::from_le_bytes(std::array::from_fn(|j| planes[start[p] + j * n + i]));
             read[p] += 1;
             let v = prev[id][p].wrapping_add(d);
             prev[id][p] = v;
             write_number(v, x, &mut out);
+            ensure!(
+                out.len() as u64 <= raw_len + 1,
+                "the sections decode to more than the header's {raw_len} bytes"
+            );
             p += 1;
         }
         out.push(b'\n');
@@ -437,6 +463,36 @@ mod tests {
         // Lines 2 and 4 share a template; [] and the empty line have their own.
         assert_eq!(ids, vec![0, 1, 2, 1, 3, 4]);
         assert_eq!(decode(&encode(b"").unwrap()).unwrap(), b"");
+    }
+
+    /// 8 decimals are a column (marker 0x09); 9 stay text (their marker would be 0x0A, the
+    /// newline that ends a template: from a review, a 9-decimal log was refused on every pass).
+    #[test]
+    fn eight_decimals_are_a_column_nine_stay_text() {
+        let raw = b"{\"x\":0.12345678,\"y\":0.123456789}\n{\"x\":0.22345678,\"y\":0.123456789}\n";
+        let enc = encode(raw).unwrap();
+        assert_eq!(decode(&enc).unwrap(), raw);
+        let [heads, ids, planes] = sections(&enc);
+        assert_eq!(heads, b"{\"x\":\x09,\"y\":0.123456789}\n");
+        assert_eq!(ids, vec![0, 0]);
+        // 12345678, then 22345678 − 12345678 = 10000000.
+        let d = |line: usize| i64::from_le_bytes(std::array::from_fn(|b| planes[b * 2 + line]));
+        assert_eq!([d(0), d(1)], [12_345_678, 10_000_000]);
+    }
+
+    /// A header announcing fewer bytes than its lines write stops the decoder in its first pass
+    /// (from a review: a 2.7 KB file of 2^26 lines × 2^24 numbers would have run for days).
+    #[test]
+    fn a_header_smaller_than_its_lines_stops_the_first_pass() {
+        let raw: Vec<u8> = sample().repeat(400);
+        let enc = encode(&raw).unwrap();
+        let mut small = enc.clone();
+        small[16..24].copy_from_slice(&1_500u64.to_le_bytes());
+        let e = decode(&small).unwrap_err().to_string();
+        assert!(
+            e.contains("the lines decode to more than the header's 1500 bytes"),
+            "{e}"
+        );
     }
 
     /// A last line without its newline (a writer killed mid-line) is kept, flagged.

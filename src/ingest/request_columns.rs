@@ -36,8 +36,9 @@ const KEY: &[u8] = b"\"events\":";
 /// Bytes before the sections: the magic and six u64.
 const HEADER: usize = 8 + 6 * 8;
 /// A header announcing a larger original is refused before anything is decoded (the largest
-/// archived request file decodes to 3.4 MB; a Phase B cell at 32768/1024 would be ~60 MB).
-pub(crate) const MAX_RAW: u64 = 1 << 30;
+/// archived request file decodes to 3.4 MB; a Phase B cell at 32768/1024 would be ~60 MB). The
+/// decoder's memory stays within ~4× the header's size.
+pub(crate) const MAX_RAW: u64 = 256 << 20;
 
 /// Where `"events":` starts in `line`; an error if it is missing or there twice.
 fn key_at(line: &[u8]) -> anyhow::Result<usize> {

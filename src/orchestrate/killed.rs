@@ -271,7 +271,12 @@ fn killed_row(
     row.step_timing_active = if logs.is_empty() {
         step_timing_asked.then_some(false)
     } else {
-        Some(crate::ingest::step_slices::LaunchSteps::read(&logs).map_or(true, |l| l.records > 0))
+        // A log that cannot be read, or reads with a warning (a damaged `.cols` reads as a
+        // stream that ends before its first line), says nothing: not "inactive".
+        Some(
+            crate::ingest::step_slices::LaunchSteps::read(&logs)
+                .map_or(true, |l| l.records > 0 || !l.warnings.is_empty()),
+        )
     };
     Ok(row)
 }
@@ -332,6 +337,12 @@ mod tests {
             zstd::encode_all(&[&rec[..], b"\n"].concat()[..], 3).unwrap(),
         )
         .unwrap();
+        let row = killed_row(&dir, &rc, &summary, 0, None, false).unwrap();
+        assert_eq!(row.step_timing_active, Some(true));
+        // A damaged number-columns log (a stream that ends before its first line) says nothing:
+        // not "inactive" (from a review).
+        std::fs::remove_file(&log).unwrap();
+        std::fs::write(dir.join("engine_step_raw.77.jsonl.cols"), b"CTAXNUM1 cut").unwrap();
         let row = killed_row(&dir, &rc, &summary, 0, None, false).unwrap();
         assert_eq!(row.step_timing_active, Some(true));
         // A stamped name starts at its stamp (2026-12-03 05:49:51 UTC).

@@ -19,8 +19,8 @@
 //!   BACK's, as it is, compressed or moved to `superseded/` (what a resume does; the slim
 //!   marker and, where BACK slimmed, per-cell step files are not data); anything missing is
 //!   refused, naming the files. A file both hold under one name, in any stored form (`X`,
-//!   `X.zst`, request columns `X.cols`), must hold the same records ([`changed_files`]: the
-//!   same bytes, or the same decoded stream), unless a
+//!   `X.zst`, columns `X.cols`), must hold the same records in every form BACK has
+//!   ([`changed_files`]: the same bytes, or the same decoded stream), unless a
 //!   launch attempt rewrites it (`config.json`, `summary.json`, `env.txt`, `launch.sh`, the slim
 //!   marker), BACK's `superseded/` holds ROOT's version (a rerun cell's), or it only grew
 //!   (server and raw step logs, files of cells ROOT's `summary.json` does not list yet); the
@@ -453,7 +453,7 @@ fn compare(mut a: impl std::io::Read, mut b: impl std::io::Read) -> std::io::Res
 }
 
 /// `p`'s records: its bytes, or what they decode to for a stored form (a `.zst` with zstd's
-/// magic number, a `.cols` with the request-columns one).
+/// magic number, a `.cols` with a columns one).
 fn records(p: &Path) -> anyhow::Result<Box<dyn std::io::Read>> {
     use std::io::{Read, Seek};
     let mut f = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
