@@ -83,24 +83,6 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> 
     Ok(out)
 }
 
-/// Is `head` (a file's first bytes) the start of a columns file (request or number columns)?
-pub(crate) fn is_columns(head: &[u8]) -> bool {
-    head.starts_with(super::request_columns::MAGIC)
-        || head.starts_with(super::number_columns::MAGIC)
-}
-
-/// The original bytes of a columns file (`.cols`): request columns (`CTAXCOL1`, request files)
-/// or number columns (`CTAXNUM1`, raw step logs), by its magic number (DESIGN.md §2.7).
-pub(crate) fn decode_columns(b: &[u8]) -> anyhow::Result<Vec<u8>> {
-    if b.starts_with(super::request_columns::MAGIC) {
-        super::request_columns::decode(b)
-    } else if b.starts_with(super::number_columns::MAGIC) {
-        super::number_columns::decode(b)
-    } else {
-        anyhow::bail!("not a columns file (neither a CTAXCOL1 nor a CTAXNUM1 header)")
-    }
-}
-
 /// A stream that ends at once, early: what a damaged columns file reads as.
 struct EndsEarly(String);
 
@@ -125,7 +107,7 @@ impl std::io::BufRead for EndsEarly {
 
 /// The bytes the collector wrote, read from `f` (the open file `path`) in whichever stored form
 /// its name says: as they are, zstd's decoding of a `.zst`, or the decoding of a columns file
-/// `.cols` ([`decode_columns`]; read whole, at most 256 MiB, as is what it decodes to). A `.cols` that does not decode
+/// `.cols` ([`super::columns::decode`]; read whole, at most 256 MiB, as is what it decodes to). A `.cols` that does not decode
 /// reads as a stream that ends before its first line, with the reason (`UnexpectedEof`), as a
 /// zstd stream cut short does: ingest keeps what it has, says why, and counts the cell's
 /// records as missing, rather than refusing the whole root.
@@ -139,13 +121,13 @@ pub(crate) fn decoded(
             zstd::stream::read::Decoder::new(f)?,
         )),
         Some("cols") => {
-            let limit = super::request_columns::MAX_RAW;
+            let limit = super::columns::MAX_RAW;
             let mut b = Vec::new();
             (&mut f).take(limit + 1).read_to_end(&mut b)?;
             let raw = if b.len() as u64 > limit {
                 Err(anyhow::anyhow!("larger than {limit} bytes; not read"))
             } else {
-                decode_columns(&b)
+                super::columns::decode(&b)
             };
             match raw {
                 Ok(raw) => Box::new(std::io::Cursor::new(raw)),

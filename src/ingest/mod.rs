@@ -9,6 +9,7 @@
 //! Length: 497 lines of code; the rest of the file is its unit tests (kept next to the rules).
 
 pub mod accounting;
+pub(crate) mod columns;
 pub(crate) mod engine_log;
 pub(crate) mod env;
 pub mod frames;

@@ -24,21 +24,18 @@
 //!
 //! The decoder's work and memory are bounded by the header's size of the original (at most
 //! [`MAX_RAW`]): every line writes at least its template's bytes and a newline, so the lines ×
-//! numbers it walks never pass that size, and it stops as soon as its output does. A line with a byte below 0x20 (never in JSON
-//! text) is refused. Like request columns, [`encode`] decodes its own output and returns an
-//! error unless that gives back the input byte for byte.
+//! numbers it walks never pass that size, and it stops as soon as its output does. A line with
+//! a byte below 0x20 (never in JSON text) is refused. Like request columns, [`encode`] decodes
+//! its own output and returns an error unless that gives back the input byte for byte.
 
 use anyhow::{Context, bail, ensure};
 
+use super::columns::{self, MAX_RAW};
+
 /// The first 8 bytes of a number-columns file.
 pub(crate) const MAGIC: &[u8; 8] = b"CTAXNUM1";
-const LEVEL: i32 = 19;
-const HEADER: usize = 8 + 6 * 8;
 /// Flag bit 0: the last line has no newline.
 const CUT: u64 = 1;
-/// A header announcing a larger original is refused before anything is decoded (the largest
-/// archived raw step log, a ~8-minute launch, decodes to 8.6 MB; this is ~4 hours of steps).
-pub(crate) const MAX_RAW: u64 = 256 << 20;
 /// Decimals a number may have to be a column (markers 0x02–0x09; 0x0A is the newline).
 const MAX_DECIMALS: usize = 8;
 const INT: u8 = 0x01;
@@ -102,52 +99,6 @@ fn write_number(v: i64, marker: u8, out: &mut Vec<u8>) {
     out.extend_from_slice(f.as_bytes());
 }
 
-fn leb128(mut v: u64, out: &mut Vec<u8>) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-fn read_leb128(b: &[u8], at: &mut usize) -> anyhow::Result<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let Some(&x) = b.get(*at) else {
-            bail!("the template indices end early");
-        };
-        *at += 1;
-        v |= u64::from(x & 0x7f) << shift;
-        if x & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    bail!("a template index longer than 64 bits")
-}
-
-fn zstd_frame(b: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut e = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
-    e.include_checksum(true)?;
-    std::io::Write::write_all(&mut e, b)?;
-    Ok(e.finish()?)
-}
-
-fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let d = zstd::stream::read::Decoder::new(b).with_context(|| format!("the {what} section"))?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(d, limit + 1), &mut out)
-        .with_context(|| format!("the {what} section is damaged"))?;
-    ensure!(
-        out.len() as u64 <= limit,
-        "the {what} section decodes to more than the header allows ({limit} bytes)"
-    );
-    Ok(out)
-}
-
 /// Encodes a JSONL file's bytes; an error (naming the line) where the encoding would not give
 /// back exactly `raw`.
 pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
@@ -161,7 +112,7 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut index: std::collections::HashMap<Vec<u8>, usize> = Default::default();
     let mut ids = Vec::new();
     // Per place: the deltas; per (template, place): the previous value.
-    let mut places: Vec<Vec<i64>> = Vec::new();
+    let mut places: Vec<Vec<u64>> = Vec::new();
     let mut prev: Vec<Vec<i64>> = Vec::new();
     let mut lines = 0u64;
     let mut t = Vec::new();
@@ -194,12 +145,12 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
             prev.push(vec![0; nums.len()]);
             templates.len() - 1
         });
-        leb128(id as u64, &mut ids);
+        columns::leb128(id as u64, &mut ids);
         if places.len() < nums.len() {
             places.resize_with(nums.len(), Vec::new);
         }
         for (p, &v) in nums.iter().enumerate() {
-            places[p].push(v.wrapping_sub(prev[id][p]));
+            places[p].push(v.wrapping_sub(prev[id][p]) as u64);
             prev[id][p] = v;
         }
         lines += 1;
@@ -211,26 +162,16 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
     }
     let mut planes = Vec::with_capacity(8 * places.iter().map(Vec::len).sum::<usize>());
     for col in &places {
-        for b in 0..8 {
-            planes.extend(col.iter().map(|d| d.to_le_bytes()[b]));
-        }
+        columns::planes(col, &mut planes);
     }
-    let sections = [zstd_frame(&heads)?, zstd_frame(&ids)?, zstd_frame(&planes)?];
-    let mut out = Vec::with_capacity(HEADER + sections.iter().map(Vec::len).sum::<usize>());
-    out.extend_from_slice(MAGIC);
-    for v in [lines, raw.len() as u64, flags] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    for s in &sections {
-        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    }
-    for s in &sections {
-        out.extend_from_slice(s);
-    }
+    let out = columns::pack(
+        MAGIC,
+        [lines, raw.len() as u64, flags],
+        [&heads, &ids, &planes],
+    )?;
     let back = decode(&out).context("decoding the new encoding")?;
     if back != raw {
-        let at = back.iter().zip(raw).position(|(a, b)| a != b).unwrap_or(0);
-        let line = raw[..at].iter().filter(|&&c| c == b'\n').count() + 1;
+        let line = columns::first_difference_line(raw, &back);
         bail!("line {line}: the encoding does not give back the original bytes");
     }
     Ok(out)
@@ -238,37 +179,19 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
 
 /// The original JSONL bytes of a number-columns file; an error saying what is damaged.
 pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
-    ensure!(
-        b.len() >= HEADER && b.starts_with(MAGIC),
-        "not a number-columns file (no {} header)",
-        String::from_utf8_lossy(MAGIC)
-    );
-    let u = |i: usize| u64::from_le_bytes(b[8 + 8 * i..16 + 8 * i].try_into().unwrap());
-    let (lines, raw_len, flags) = (u(0), u(1), u(2));
-    let lens = [u(3), u(4), u(5)];
+    let columns::Unpacked {
+        fields: [lines, raw_len, flags],
+        sections: [heads_z, ids_z, planes_z],
+    } = columns::unpack(b, MAGIC, "number-columns")?;
     ensure!(flags & !CUT == 0, "unknown flags {flags:#x}");
-    ensure!(
-        lens.iter()
-            .try_fold(HEADER as u64, |a, &l| a.checked_add(l))
-            == Some(b.len() as u64),
-        "the sections' sizes ({lens:?}) do not add up to the file's {} bytes (cut or damaged)",
-        b.len()
-    );
     ensure!(
         raw_len <= MAX_RAW && lines <= raw_len,
         "the header's sizes are not plausible ({raw_len} bytes, {lines} lines)"
     );
-    let mut at = HEADER;
-    let mut section = |i: usize| {
-        let s = &b[at..at + lens[i] as usize];
-        at += lens[i] as usize;
-        s
-    };
     // A template is at most its line; each ends with a newline, a cut last line's too.
-    let heads = unzstd(section(0), raw_len + 1, "templates")?;
+    let heads = columns::unzstd(heads_z, raw_len + 1, "templates")?;
     // An index below 2^35 takes at most 5 LEB128 bytes.
-    let ids = unzstd(section(1), 5 * lines, "template indices")?;
-    let planes_z = section(2);
+    let ids = columns::unzstd(ids_z, 5 * lines, "template indices")?;
     ensure!(
         lines <= ids.len() as u64,
         "{lines} lines but {} bytes of template indices",
@@ -289,7 +212,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
         .collect();
     let mut per_place: Vec<usize> = Vec::new();
     for k in 0..lines {
-        let id = read_leb128(&ids, &mut c)? as usize;
+        let id = columns::read_leb128(&ids, &mut c, "template indices")? as usize;
         ensure!(
             id < templates.len(),
             "line {}: template {id} of {}",
@@ -316,7 +239,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     );
     let total: usize = per_place.iter().sum();
     // `least` bounds `total` (each number is at least one byte of its line).
-    let planes = unzstd(planes_z, 8 * total as u64, "numbers")?;
+    let planes = columns::unzstd(planes_z, 8 * total as u64, "numbers")?;
     ensure!(
         planes.len() == 8 * total,
         "the numbers hold {} bytes, not 8 × {total}",
@@ -345,7 +268,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
                 "template {id}: byte {x:#04x}"
             );
             let (n, i) = (per_place[p], read[p]);
-            let d = i64::from_le_bytes(std::array::from_fn(|j| planes[start[p] + j * n + i]));
+            let d = columns::plane_value(&planes[start[p]..], n, i) as i64;
             read[p] += 1;
             let v = prev[id][p].wrapping_add(d);
             prev[id][p] = v;
@@ -377,6 +300,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::columns::HEADER;
 
     /// Three lines of a real raw step log (vLLM 0.26, H200 archive, plain l1), as the step
     /// plugin writes them.

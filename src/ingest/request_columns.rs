@@ -25,20 +25,12 @@
 
 use anyhow::{Context, bail, ensure};
 
-/// The first 8 bytes of a `.cols` file (the format's version is its last byte).
+use super::columns::{self, MAX_RAW};
+
+/// The first 8 bytes of a request-columns file (the format's version is its last byte).
 pub(crate) const MAGIC: &[u8; 8] = b"CTAXCOL1";
-/// The file suffix, after `.jsonl`.
-pub(crate) const SUFFIX: &str = ".cols";
-/// zstd level of the three sections.
-const LEVEL: i32 = 19;
 /// The key whose value is taken out of each line.
 const KEY: &[u8] = b"\"events\":";
-/// Bytes before the sections: the magic and six u64.
-const HEADER: usize = 8 + 6 * 8;
-/// A header announcing a larger original is refused before anything is decoded (the largest
-/// archived request file decodes to 3.4 MB; a Phase B cell at 32768/1024 would be ~60 MB). The
-/// decoder's memory stays within ~4× the header's size.
-pub(crate) const MAX_RAW: u64 = 256 << 20;
 
 /// Where `"events":` starts in `line`; an error if it is missing or there twice.
 fn key_at(line: &[u8]) -> anyhow::Result<usize> {
@@ -110,52 +102,6 @@ fn base(head: &[u8]) -> anyhow::Result<u64> {
     Ok(t.t_first_token_ns.or(t.t_send_ns).unwrap_or(0))
 }
 
-fn leb128(mut v: u64, out: &mut Vec<u8>) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-fn read_leb128(b: &[u8], at: &mut usize) -> anyhow::Result<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let Some(&x) = b.get(*at) else {
-            bail!("the token counts end early");
-        };
-        *at += 1;
-        v |= u64::from(x & 0x7f) << shift;
-        if x & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    bail!("a token count longer than 64 bits")
-}
-
-fn zstd_frame(b: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut e = zstd::stream::write::Encoder::new(Vec::new(), LEVEL)?;
-    e.include_checksum(true)?;
-    std::io::Write::write_all(&mut e, b)?;
-    Ok(e.finish()?)
-}
-
-fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    let d = zstd::stream::read::Decoder::new(b).with_context(|| format!("the {what} section"))?;
-    std::io::Read::read_to_end(&mut std::io::Read::take(d, limit + 1), &mut out)
-        .with_context(|| format!("the {what} section is damaged"))?;
-    ensure!(
-        out.len() as u64 <= limit,
-        "the {what} section decodes to more than the header allows ({limit} bytes)"
-    );
-    Ok(out)
-}
-
 /// Encodes a request file's JSONL bytes; an error (naming the line) where the encoding would
 /// not give back exactly `raw`.
 pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
@@ -189,7 +135,7 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
                     ensure!(c <= u64::from(u32::MAX), "a token count above 2^32");
                     deltas.push(t.wrapping_sub(prev));
                     prev = t;
-                    leb128(c, &mut counts);
+                    columns::leb128(c, &mut counts);
                 }
             }
             heads.push(b'\n');
@@ -199,84 +145,41 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
         lines += 1;
     }
     let n = deltas.len();
-    let mut planes = vec![0u8; 8 * n];
-    for (i, d) in deltas.iter().enumerate() {
-        for (p, b) in d.to_le_bytes().into_iter().enumerate() {
-            planes[p * n + i] = b;
-        }
-    }
-    let sections = [
-        zstd_frame(&heads)?,
-        zstd_frame(&planes)?,
-        zstd_frame(&counts)?,
-    ];
-    let mut out = Vec::with_capacity(HEADER + sections.iter().map(Vec::len).sum::<usize>());
-    out.extend_from_slice(MAGIC);
-    for v in [lines, n as u64, raw.len() as u64] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    for s in &sections {
-        out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    }
-    for s in &sections {
-        out.extend_from_slice(s);
-    }
+    let mut planes = Vec::with_capacity(8 * n);
+    columns::planes(&deltas, &mut planes);
+    let out = columns::pack(
+        MAGIC,
+        [lines, n as u64, raw.len() as u64],
+        [&heads, &planes, &counts],
+    )?;
     let back = decode(&out).context("decoding the new encoding")?;
     if back != raw {
-        let line = back
-            .iter()
-            .zip(raw)
-            .position(|(a, b)| a != b)
-            .map_or(lines, |i| {
-                raw[..i].iter().filter(|&&c| c == b'\n').count() as u64 + 1
-            });
+        let line = columns::first_difference_line(raw, &back);
         bail!("line {line}: the encoding does not give back the original bytes");
     }
     Ok(out)
 }
 
-/// Is this a `.cols` file's beginning?
-pub(crate) fn is_cols(bytes: &[u8]) -> bool {
-    bytes.starts_with(MAGIC)
-}
-
 /// The original JSONL bytes of a `.cols` file; an error saying what is damaged.
 pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
-    ensure!(
-        b.len() >= HEADER && is_cols(b),
-        "not a request-columns file (no {} header)",
-        String::from_utf8_lossy(MAGIC)
-    );
-    let u = |i: usize| u64::from_le_bytes(b[8 + 8 * i..16 + 8 * i].try_into().unwrap());
-    let (lines, n, raw_len) = (u(0), u(1), u(2));
-    let lens = [u(3), u(4), u(5)];
-    ensure!(
-        lens.iter()
-            .try_fold(HEADER as u64, |a, &l| a.checked_add(l))
-            == Some(b.len() as u64),
-        "the sections' sizes ({lens:?}) do not add up to the file's {} bytes (cut or damaged)",
-        b.len()
-    );
+    let columns::Unpacked {
+        fields: [lines, n, raw_len],
+        sections: [heads_z, planes_z, counts_z],
+    } = columns::unpack(b, MAGIC, "request-columns")?;
     ensure!(
         raw_len <= MAX_RAW && n <= raw_len / 5,
         "the header's sizes are not plausible ({raw_len} bytes, {n} events)"
     );
-    let mut at = HEADER;
-    let mut section = |i: usize| {
-        let s = &b[at..at + lens[i] as usize];
-        at += lens[i] as usize;
-        s
-    };
-    let heads = unzstd(section(0), raw_len, "lines")?;
-    let planes = unzstd(section(1), 8 * n, "event times")?;
-    let counts = unzstd(section(2), 5 * n, "token counts")?;
+    let heads = columns::unzstd(heads_z, raw_len, "lines")?;
+    let planes = columns::unzstd(planes_z, 8 * n, "event times")?;
+    let counts = columns::unzstd(counts_z, 5 * n, "token counts")?;
     ensure!(
         planes.len() as u64 == 8 * n,
         "the event times hold {} bytes, not 8 × {n}",
         planes.len()
     );
     let n = n as usize;
-    let delta = |i: usize| u64::from_le_bytes(std::array::from_fn(|p| planes[p * n + i]));
+    let delta = |i: usize| columns::plane_value(&planes, n, i);
     // Never more than the header's size: a hostile header cannot make the output grow past it.
     let mut out = Vec::with_capacity((raw_len as usize).min(heads.len() + 4 * planes.len()));
     let too_long = |out: &Vec<u8>| {
@@ -316,7 +219,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
         let mut prev = base(head).map_err(|err| fail(format!("{err:#}")))?;
         for j in 0..m {
             let t = prev.wrapping_add(delta(e));
-            let tokens = read_leb128(&counts, &mut c)?;
+            let tokens = columns::read_leb128(&counts, &mut c, "token counts")?;
             ensure!(
                 tokens <= u64::from(u32::MAX),
                 "line {k}: a token count above 2^32"
@@ -352,6 +255,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::columns::HEADER;
 
     /// Two records as the collector writes them (compact JSON, keys in the schema's order), a
     /// dropped one with `events: null`-like empty list, and one with a 3-token event.
@@ -377,7 +281,7 @@ mod tests {
         let raw = sample();
         let enc = encode(&raw).unwrap();
         assert_eq!(decode(&enc).unwrap(), raw);
-        assert!(is_cols(&enc));
+        assert!(enc.starts_with(MAGIC));
         let u = |i: usize| u64::from_le_bytes(enc[8 + 8 * i..16 + 8 * i].try_into().unwrap());
         // 3 lines, 4 events, the original's length, sections adding up to the file.
         assert_eq!((u(0), u(1), u(2)), (3, 4, raw.len() as u64));

@@ -107,11 +107,11 @@ fn columns_one(src: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
     let dst = src.with_file_name(format!(
         "{}{}",
         ctax_schema::plain_name(&name),
-        request_columns::SUFFIX
+        crate::ingest::columns::SUFFIX
     ));
     let read_cols = |p: &Path| -> anyhow::Result<Vec<u8>> {
         let b = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-        crate::ingest::jsonl::decode_columns(&b)
+        crate::ingest::columns::decode(&b)
     };
     match std::fs::symlink_metadata(&dst) {
         Ok(m) => {

@@ -461,7 +461,7 @@ fn records(p: &Path) -> anyhow::Result<Box<dyn std::io::Read>> {
     let n = f.read(&mut magic).unwrap_or(0);
     let encoded = match p.extension().and_then(|e| e.to_str()) {
         Some("zst") => magic[..n].starts_with(&[0x28, 0xb5, 0x2f, 0xfd]),
-        Some("cols") => crate::ingest::jsonl::is_columns(&magic[..n]),
+        Some("cols") => crate::ingest::columns::is_columns(&magic[..n]),
         _ => false,
     };
     // One open: back to the start after the look at the magic number.

@@ -67,7 +67,7 @@ fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
                 .ok()
                 .and_then(|b| {
                     if p.extension().is_some_and(|e| e == "cols") {
-                        crate::ingest::jsonl::decode_columns(&b).ok()
+                        crate::ingest::columns::decode(&b).ok()
                     } else {
                         zstd::decode_all(&b[..]).ok()
                     }
