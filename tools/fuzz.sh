@@ -4,6 +4,9 @@
 #   prom  — collector/src/prom.rs (Prometheus text) and the MetricsSample built from it
 #   jsonl — collector/schema/src/jsonl.rs (the raw JSONL reader: RequestRecord, MetricsSample,
 #           StepRecord lines with file:line:field errors, the bounded line reader)
+#   columns — collector/schema/src/{columns,request_columns,number_columns}.rs (the archive's
+#           .cols encodings: hostile files decode to an error, never a panic, hang or blow-up;
+#           what the encoders accept decodes back byte for byte)
 # Not part of the test command (it takes minutes); the test suite runs the seeds only.
 #
 # Usage: bash tools/fuzz.sh [RUNS] [TARGET...]     RUNS default 10000000; all targets by default
@@ -18,7 +21,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 RUNS=${1:-10000000}
 if [ $# -gt 0 ]; then shift; fi
-if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=(sse prom jsonl); fi
+if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=(sse prom jsonl columns); fi
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --version 0.13.2

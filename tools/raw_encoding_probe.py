@@ -9,7 +9,7 @@ each compressed with `zstd -19`. Checks that decoding gives back the original fi
 collector writes compact JSON, keys in a fixed order).
 Prints the totals per file kind and overall. Needs the `zstd` command line tool.
 
-Adopted at stop 40 as request columns (`ctax archive --columns`, `src/ingest/request_columns.rs`,
+Adopted at stop 40 as request columns (`ctax archive --columns`, `collector/schema/src/request_columns.rs`,
 DESIGN.md §2.7). A `.cols` file is read through `target/release/ctax cat` (build it first); its
 size "now" is the columns' size, so on an archive already re-encoded the probe compares the
 columns with themselves, re-encoded in Python.

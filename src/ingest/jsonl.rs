@@ -107,10 +107,10 @@ impl std::io::BufRead for EndsEarly {
 
 /// The bytes the collector wrote, read from `f` (the open file `path`) in whichever stored form
 /// its name says: as they are, zstd's decoding of a `.zst`, or the decoding of a columns file
-/// `.cols` ([`super::columns::decode`]; read whole, at most 256 MiB, as is what it decodes to). A `.cols` that does not decode
-/// reads as a stream that ends before its first line, with the reason (`UnexpectedEof`), as a
-/// zstd stream cut short does: ingest keeps what it has, says why, and counts the cell's
-/// records as missing, rather than refusing the whole root.
+/// `.cols` ([`super::columns::decode`]; read whole, at most 128 MiB, as is what it decodes to).
+/// A `.cols` that does not decode reads as a stream that ends before its first line, with the
+/// reason (`UnexpectedEof`), as a zstd stream cut short does: ingest keeps what it has, says
+/// why, and counts the cell's records as missing, rather than refusing the whole root.
 pub(crate) fn decoded(
     path: &Path,
     mut f: std::fs::File,
@@ -173,6 +173,30 @@ fn read_jsonl_limited<T: DeserializeOwned>(
 
 #[cfg(test)]
 mod tests {
+    /// `ctax cat` prints the same JSONL from each stored form (plain, `.zst`, request columns),
+    /// and the line reader reads the same records from each.
+    #[test]
+    fn every_stored_form_reads_as_the_same_jsonl() {
+        let d = tempfile::tempdir().unwrap();
+        let raw = b"{\"request_id\":\"a/0\",\"t_send_ns\":1000,\"t_first_token_ns\":5000,\"events\":[[5000,1],[9100,4]]}\n\
+{\"request_id\":\"a/1\",\"t_send_ns\":null,\"t_first_token_ns\":null,\"events\":[]}\n\
+{\"request_id\":\"a/2\",\"t_send_ns\":2000,\"t_first_token_ns\":2500,\"events\":[[2500,300]]}\n";
+        let p = d.path().join("requests_A_r4_i8_o8.jsonl");
+        std::fs::write(&p, raw).unwrap();
+        let z = d.path().join("requests_A_r4_i8_o8.jsonl.zst");
+        std::fs::write(&z, zstd::encode_all(&raw[..], 3).unwrap()).unwrap();
+        let c = d.path().join("requests_A_r4_i8_o8.jsonl.cols");
+        std::fs::write(&c, ctax_schema::request_columns::encode(raw).unwrap()).unwrap();
+        let rows = |f: &Path| read_jsonl::<serde_json::Value>(f).unwrap().rows;
+        for f in [&p, &z, &c] {
+            let mut out = Vec::new();
+            super::super::cat(f, &mut out).unwrap();
+            assert_eq!(out, raw, "{}", f.display());
+            assert_eq!(rows(f), rows(&p), "{}", f.display());
+        }
+        assert_eq!(rows(&c).len(), 3);
+    }
+
     use super::*;
     use serde::Deserialize;
     use std::time::Duration;

@@ -9,7 +9,9 @@
 //! Length: 497 lines of code; the rest of the file is its unit tests (kept next to the rules).
 
 pub mod accounting;
-pub(crate) mod columns;
+/// The archive's columns encodings live in the raw-data contract (`ctax_schema`), where the fuzz
+/// targets reach them without polars.
+pub(crate) use ctax_schema::{columns, number_columns, request_columns};
 pub(crate) mod engine_log;
 pub(crate) mod env;
 pub mod frames;
@@ -17,8 +19,6 @@ pub(crate) mod gpu_model;
 pub(crate) mod jsonl;
 pub(crate) mod machine;
 pub(crate) mod names;
-pub(crate) mod number_columns;
-pub(crate) mod request_columns;
 pub(crate) mod step_slices;
 
 use std::collections::BTreeMap;

@@ -2,7 +2,9 @@
 //! step-timing plugin write, and that the analysis reads. This module is the only place the
 //! on-disk shapes are defined; DESIGN.md ("Raw-data contract") documents the same fields.
 //! It is one file on purpose (longer than the project's ~500-line guideline): the contract is
-//! read as a whole, each on-disk type next to the keys, names and codes that refer to it.
+//! read as a whole, each on-disk type next to the keys, names and codes that refer to it. The
+//! line reader ([`jsonl`]) and the archive's stored forms ([`columns`], [`request_columns`],
+//! [`number_columns`]: `.jsonl.cols`, DESIGN.md §2.7) are modules of their own.
 //!
 //! Layout of a results root (one sweep):
 //!
@@ -33,7 +35,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod columns;
 pub mod jsonl;
+pub mod number_columns;
+pub mod request_columns;
 pub mod text;
 
 /// Bumped when a field changes meaning or a required field is added.

@@ -20,15 +20,15 @@
 //! an error unless that gives back the input byte for byte, so a line the encoding cannot
 //! reproduce (an `events` value not in the collector's compact form, a second `"events":` key)
 //! leaves the file as it is. [`decode`] gives back the original JSONL; every
-//! reader of raw files goes through it ([`super::jsonl`]), so a `.cols` file reads exactly as
+//! reader of raw files in the main crate goes through it (`ingest::jsonl::decoded`), so a `.cols` file reads exactly as
 //! the `.jsonl.zst` it replaced. `ctax cat FILE` prints it.
 
 use anyhow::{Context, bail, ensure};
 
-use super::columns::{self, MAX_RAW};
+use crate::columns::{self, MAX_RAW};
 
 /// The first 8 bytes of a request-columns file (the format's version is its last byte).
-pub(crate) const MAGIC: &[u8; 8] = b"CTAXCOL1";
+pub const MAGIC: &[u8; 8] = b"CTAXCOL1";
 /// The key whose value is taken out of each line.
 const KEY: &[u8] = b"\"events\":";
 
@@ -104,7 +104,7 @@ fn base(head: &[u8]) -> anyhow::Result<u64> {
 
 /// Encodes a request file's JSONL bytes; an error (naming the line) where the encoding would
 /// not give back exactly `raw`.
-pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
     ensure!(raw.len() as u64 <= MAX_RAW, "larger than {MAX_RAW} bytes");
     let mut heads = Vec::with_capacity(raw.len() / 8);
     let mut deltas: Vec<u64> = Vec::new();
@@ -161,7 +161,7 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The original JSONL bytes of a `.cols` file; an error saying what is damaged.
-pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     let columns::Unpacked {
         fields: [lines, n, raw_len],
         sections: [heads_z, planes_z, counts_z],
@@ -255,7 +255,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::columns::HEADER;
+    use crate::columns::HEADER;
 
     /// Two records as the collector writes them (compact JSON, keys in the schema's order), a
     /// dropped one with `events: null`-like empty list, and one with a 3-token event.
@@ -390,35 +390,9 @@ mod tests {
         assert!(errors > 2 * enc.len(), "{errors} errors, {same} unchanged");
     }
 
-    /// `ctax cat` prints the same JSONL from each stored form, and ingest's line reader reads
-    /// the same records from each.
-    #[test]
-    fn every_stored_form_reads_as_the_same_jsonl() {
-        let d = tempfile::tempdir().unwrap();
-        let raw = sample();
-        let p = d.path().join("requests_A_r4_i8_o8.jsonl");
-        std::fs::write(&p, &raw).unwrap();
-        let z = d.path().join("requests_A_r4_i8_o8.jsonl.zst");
-        std::fs::write(&z, zstd::encode_all(&raw[..], 3).unwrap()).unwrap();
-        let c = d.path().join("requests_A_r4_i8_o8.jsonl.cols");
-        std::fs::write(&c, encode(&raw).unwrap()).unwrap();
-        let rows = |f: &std::path::Path| {
-            super::super::jsonl::read_jsonl::<serde_json::Value>(f)
-                .unwrap()
-                .rows
-        };
-        for f in [&p, &z, &c] {
-            let mut out = Vec::new();
-            super::super::cat(f, &mut out).unwrap();
-            assert_eq!(out, raw, "{}", f.display());
-            assert_eq!(rows(f), rows(&p), "{}", f.display());
-        }
-        assert_eq!(rows(&c).len(), 3);
-    }
-
     #[test]
     fn real_collector_records_round_trip() {
-        use ctax_schema::{Event, Phase, RequestRecord, Status};
+        use crate::{Event, Phase, RequestRecord, Status};
         let rec = |seq: u64, events: Vec<Event>, status: Status| RequestRecord {
             request_id: format!("plain/l0/A/r4_i8_o8/{seq}"),
             config: "plain".into(),

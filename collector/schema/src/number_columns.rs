@@ -30,10 +30,10 @@
 
 use anyhow::{Context, bail, ensure};
 
-use super::columns::{self, MAX_RAW};
+use crate::columns::{self, MAX_RAW};
 
 /// The first 8 bytes of a number-columns file.
-pub(crate) const MAGIC: &[u8; 8] = b"CTAXNUM1";
+pub const MAGIC: &[u8; 8] = b"CTAXNUM1";
 /// Flag bit 0: the last line has no newline.
 const CUT: u64 = 1;
 /// Decimals a number may have to be a column (markers 0x02–0x09; 0x0A is the newline).
@@ -101,7 +101,7 @@ fn write_number(v: i64, marker: u8, out: &mut Vec<u8>) {
 
 /// Encodes a JSONL file's bytes; an error (naming the line) where the encoding would not give
 /// back exactly `raw`.
-pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
     ensure!(raw.len() as u64 <= MAX_RAW, "larger than {MAX_RAW} bytes");
     let flags = if raw.is_empty() || raw.ends_with(b"\n") {
         0
@@ -178,7 +178,7 @@ pub(crate) fn encode(raw: &[u8]) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The original JSONL bytes of a number-columns file; an error saying what is damaged.
-pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     let columns::Unpacked {
         fields: [lines, raw_len, flags],
         sections: [heads_z, ids_z, planes_z],
@@ -300,7 +300,7 @@ pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::columns::HEADER;
+    use crate::columns::HEADER;
 
     /// Three lines of a real raw step log (vLLM 0.26, H200 archive, plain l1), as the step
     /// plugin writes them.

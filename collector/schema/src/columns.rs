@@ -1,40 +1,42 @@
 //! What the archive's two columns encodings share (DESIGN.md §2.7): the container — an 8-byte
 //! magic, three little-endian u64 of the encoding's own, the compressed sizes of three
 //! sections, then the sections as checksummed zstd-19 frames — LEB128 and byte planes; and the
-//! dispatch by magic. The encodings themselves: [`super::request_columns`] (`CTAXCOL1`,
-//! request files) and [`super::number_columns`] (`CTAXNUM1`, raw step logs).
+//! dispatch by magic. The encodings themselves: [`crate::request_columns`] (`CTAXCOL1`,
+//! request files) and [`crate::number_columns`] (`CTAXNUM1`, raw step logs).
 
 use anyhow::{Context, bail, ensure};
 
 /// The file suffix of both encodings, after `.jsonl`.
-pub(crate) const SUFFIX: &str = ".cols";
-/// A header announcing a larger original is refused before anything is decoded, and a larger
-/// `.cols` file is not read (the largest archived original decodes to 8.6 MB).
-pub(crate) const MAX_RAW: u64 = 256 << 20;
+pub const SUFFIX: &str = ".cols";
+/// A header announcing a larger original is refused before anything is decoded, a larger
+/// `.cols` file is not read, and a larger original is not encoded (it stays `.zst`). The
+/// largest archived original decodes to 8.6 MB; a decoder's memory stays under ~8× this, so
+/// under the fuzz harness's 2 GiB.
+pub const MAX_RAW: u64 = 128 << 20;
 /// zstd level of the sections.
 const LEVEL: i32 = 19;
 /// Bytes before the sections: the magic and six u64.
-pub(super) const HEADER: usize = 8 + 6 * 8;
+pub const HEADER: usize = 8 + 6 * 8;
 
 /// Is `head` (a file's first bytes) the start of a columns file?
-pub(crate) fn is_columns(head: &[u8]) -> bool {
-    head.starts_with(super::request_columns::MAGIC)
-        || head.starts_with(super::number_columns::MAGIC)
+pub fn is_columns(head: &[u8]) -> bool {
+    head.starts_with(crate::request_columns::MAGIC)
+        || head.starts_with(crate::number_columns::MAGIC)
 }
 
 /// The original bytes of a columns file, by its magic number.
-pub(crate) fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
-    if b.starts_with(super::request_columns::MAGIC) {
-        super::request_columns::decode(b)
-    } else if b.starts_with(super::number_columns::MAGIC) {
-        super::number_columns::decode(b)
+pub fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
+    if b.starts_with(crate::request_columns::MAGIC) {
+        crate::request_columns::decode(b)
+    } else if b.starts_with(crate::number_columns::MAGIC) {
+        crate::number_columns::decode(b)
     } else {
         bail!("not a columns file (neither a CTAXCOL1 nor a CTAXNUM1 header)")
     }
 }
 
 /// Appends `v` as LEB128.
-pub(super) fn leb128(mut v: u64, out: &mut Vec<u8>) {
+pub fn leb128(mut v: u64, out: &mut Vec<u8>) {
     loop {
         let b = (v & 0x7f) as u8;
         v >>= 7;
@@ -47,7 +49,7 @@ pub(super) fn leb128(mut v: u64, out: &mut Vec<u8>) {
 }
 
 /// The LEB128 value at `b[*at]` (advancing `at`); `what` names the values in errors.
-pub(super) fn read_leb128(b: &[u8], at: &mut usize, what: &str) -> anyhow::Result<u64> {
+pub fn read_leb128(b: &[u8], at: &mut usize, what: &str) -> anyhow::Result<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let Some(&x) = b.get(*at) else {
@@ -63,14 +65,14 @@ pub(super) fn read_leb128(b: &[u8], at: &mut usize, what: &str) -> anyhow::Resul
 }
 
 /// `values` as little-endian 8-byte words in 8 byte planes: byte 0 of every value, then byte 1, …
-pub(super) fn planes(values: &[u64], out: &mut Vec<u8>) {
+pub fn planes(values: &[u64], out: &mut Vec<u8>) {
     for b in 0..8 {
         out.extend(values.iter().map(|v| v.to_le_bytes()[b]));
     }
 }
 
 /// Value `i` of the `n` values whose byte planes start at `planes[0]`.
-pub(super) fn plane_value(planes: &[u8], n: usize, i: usize) -> u64 {
+pub fn plane_value(planes: &[u8], n: usize, i: usize) -> u64 {
     u64::from_le_bytes(std::array::from_fn(|b| planes[b * n + i]))
 }
 
@@ -82,11 +84,7 @@ fn zstd_frame(b: &[u8]) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The container: `magic`, `fields`, the three sections' compressed sizes, the sections.
-pub(super) fn pack(
-    magic: &[u8; 8],
-    fields: [u64; 3],
-    sections: [&[u8]; 3],
-) -> anyhow::Result<Vec<u8>> {
+pub fn pack(magic: &[u8; 8], fields: [u64; 3], sections: [&[u8]; 3]) -> anyhow::Result<Vec<u8>> {
     let frames = sections.map(zstd_frame);
     let mut out = Vec::new();
     out.extend_from_slice(magic);
@@ -103,14 +101,14 @@ pub(super) fn pack(
 }
 
 /// A container read back: the encoding's three fields and its three (compressed) sections.
-pub(super) struct Unpacked<'a> {
+pub struct Unpacked<'a> {
     pub fields: [u64; 3],
     pub sections: [&'a [u8]; 3],
 }
 
 /// Splits a container, checking its magic (`name` names the encoding in errors) and that the
 /// sections' sizes add up to the file.
-pub(super) fn unpack<'a>(b: &'a [u8], magic: &[u8; 8], name: &str) -> anyhow::Result<Unpacked<'a>> {
+pub fn unpack<'a>(b: &'a [u8], magic: &[u8; 8], name: &str) -> anyhow::Result<Unpacked<'a>> {
     ensure!(
         b.len() >= HEADER && b.starts_with(magic),
         "not a {name} file (no {} header)",
@@ -139,7 +137,7 @@ pub(super) fn unpack<'a>(b: &'a [u8], magic: &[u8; 8], name: &str) -> anyhow::Re
 
 /// Decompresses one section, refusing more than `limit` bytes (the limit the header allows);
 /// `what` names it in errors.
-pub(super) fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+pub fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
     let mut out = Vec::new();
     let d = zstd::stream::read::Decoder::new(b).with_context(|| format!("the {what} section"))?;
     std::io::Read::read_to_end(&mut std::io::Read::take(d, limit + 1), &mut out)
@@ -152,7 +150,7 @@ pub(super) fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>
 }
 
 /// The 1-based line of `raw` where `back` first differs from it (for the encoders' self-check).
-pub(super) fn first_difference_line(raw: &[u8], back: &[u8]) -> usize {
+pub fn first_difference_line(raw: &[u8], back: &[u8]) -> usize {
     let at = back
         .iter()
         .zip(raw)
