@@ -85,17 +85,37 @@ fn zstd_frame(b: &[u8]) -> anyhow::Result<Vec<u8>> {
 
 /// The container: `magic`, `fields`, the three sections' compressed sizes, the sections.
 pub fn pack(magic: &[u8; 8], fields: [u64; 3], sections: [&[u8]; 3]) -> anyhow::Result<Vec<u8>> {
-    let frames = sections.map(zstd_frame);
+    let frames = sections
+        .into_iter()
+        .map(zstd_frame)
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut out = Vec::new();
     out.extend_from_slice(magic);
     for v in fields {
         out.extend_from_slice(&v.to_le_bytes());
     }
     for f in &frames {
-        out.extend_from_slice(&(f.as_ref().map_or(0, Vec::len) as u64).to_le_bytes());
+        out.extend_from_slice(&(f.len() as u64).to_le_bytes());
     }
-    for f in frames {
-        out.extend_from_slice(&f?);
+    for f in &frames {
+        out.extend_from_slice(f);
+    }
+    Ok(out)
+}
+
+/// [`pack`], then the encoders' self-check: the container, decoded ([`decode`], by its magic),
+/// must give back `raw` byte for byte; otherwise an error naming the first line that differs.
+pub fn pack_verified(
+    magic: &[u8; 8],
+    fields: [u64; 3],
+    sections: [&[u8]; 3],
+    raw: &[u8],
+) -> anyhow::Result<Vec<u8>> {
+    let out = pack(magic, fields, sections)?;
+    let back = decode(&out).context("decoding the new encoding")?;
+    if back != raw {
+        let line = first_difference_line(raw, &back);
+        bail!("line {line}: the encoding does not give back the original bytes");
     }
     Ok(out)
 }
@@ -150,7 +170,7 @@ pub fn unzstd(b: &[u8], limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The 1-based line of `raw` where `back` first differs from it (for the encoders' self-check).
-pub fn first_difference_line(raw: &[u8], back: &[u8]) -> usize {
+fn first_difference_line(raw: &[u8], back: &[u8]) -> usize {
     let at = back
         .iter()
         .zip(raw)
