@@ -138,6 +138,14 @@ pub(crate) fn decoded(
     })
 }
 
+/// The whole of what the collector wrote to `path`, in whichever stored form ([`decoded`]); a
+/// damaged `.zst` or `.cols` is an error (the stream ends early), never a shorter result.
+pub(crate) fn read_decoded(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decoded(path, open_regular(path)?)?.read_to_end(&mut out)?;
+    Ok(out)
+}
+
 /// Reads a raw JSONL file (plain, `.zst` or `.cols`), streaming, with the rules above.
 pub(crate) fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Lines<T>, IngestError> {
     read_jsonl_limited(path, MAX_LINE_BYTES)

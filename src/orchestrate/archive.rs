@@ -109,10 +109,7 @@ fn columns_one(src: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
         ctax_schema::plain_name(&name),
         crate::ingest::columns::SUFFIX
     ));
-    let read_cols = |p: &Path| -> anyhow::Result<Vec<u8>> {
-        let b = std::fs::read(p).with_context(|| format!("reading {}", p.display()))?;
-        crate::ingest::columns::decode(&b)
-    };
+    let read_cols = crate::ingest::jsonl::read_decoded;
     match std::fs::symlink_metadata(&dst) {
         Ok(m) => {
             let same = m.file_type().is_file() && read_cols(&dst).is_ok_and(|old| old == raw);

@@ -62,18 +62,7 @@ pub(crate) fn split(run_dir: &Path, cells: &[CellHealth]) -> anyhow::Result<Spli
 fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
     for f in files {
         let raw = std::fs::read(f)?;
-        let holds_raw = |p: &Path| {
-            std::fs::read(p)
-                .ok()
-                .and_then(|b| {
-                    if p.extension().is_some_and(|e| e == "cols") {
-                        crate::ingest::columns::decode(&b).ok()
-                    } else {
-                        zstd::decode_all(&b[..]).ok()
-                    }
-                })
-                .is_some_and(|d| d == raw)
-        };
+        let holds_raw = |p: &Path| crate::ingest::jsonl::read_decoded(p).is_ok_and(|d| d == raw);
         // `X.jsonl.zst`'s other stored form, `X.jsonl.cols` (`ctax archive --columns` made it
         // here, and a skeleton carried it): the name is taken by either.
         let cols = |p: &Path| {
