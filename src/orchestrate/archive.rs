@@ -95,14 +95,9 @@ pub fn columns_root(root: &Path) -> anyhow::Result<ArchiveReport> {
 
 fn columns_one(src: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
     let meta0 = std::fs::symlink_metadata(src)?;
-    let (raw, damaged) = decode_file(src)?;
-    if let Some(e) = damaged {
-        rep.kept.push(format!(
-            "{}: NOT re-encoded as columns: the stream is damaged ({e})",
-            src.display()
-        ));
+    let Some(raw) = decode_intact(src, rep, "re-encoded as columns")? else {
         return Ok(());
-    }
+    };
     let name = src.file_name().unwrap_or_default().to_string_lossy();
     let dst = src.with_file_name(format!(
         "{}{}",
@@ -367,14 +362,9 @@ fn slim_run(dir: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
 
 fn recompress_one(path: &Path, level: i32, rep: &mut ArchiveReport) -> anyhow::Result<()> {
     let old_len = std::fs::symlink_metadata(path)?.len();
-    let (raw, damaged) = decode_file(path)?;
-    if let Some(e) = damaged {
-        rep.kept.push(format!(
-            "{}: NOT recompressed: the stream is damaged ({e})",
-            path.display()
-        ));
+    let Some(raw) = decode_intact(path, rep, "recompressed")? else {
         return Ok(());
-    }
+    };
     let packed = zstd::encode_all(&raw[..], level)
         .with_context(|| format!("compressing {}", path.display()))?;
     if packed.len() as u64 >= old_len {
@@ -506,6 +496,26 @@ fn decode_file(path: &Path) -> anyhow::Result<(Vec<u8>, Option<String>)> {
         Err(e) => Some(e.to_string()),
     };
     Ok((out, err))
+}
+
+/// [`decode_file`] for a pass that rewrites the archive: `None`, with "`path`: NOT `verb`: the
+/// stream is damaged" in `rep.kept`, when the stream is damaged or cut.
+fn decode_intact(
+    path: &Path,
+    rep: &mut ArchiveReport,
+    verb: &str,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let (raw, damaged) = decode_file(path)?;
+    Ok(match damaged {
+        Some(e) => {
+            rep.kept.push(format!(
+                "{}: NOT {verb}: the stream is damaged ({e})",
+                path.display()
+            ));
+            None
+        }
+        None => Some(raw),
+    })
 }
 
 fn lines(b: &[u8]) -> usize {
