@@ -497,19 +497,25 @@ mod tests {
     /// knee; the other launch stays unsaturated.
     #[test]
     fn a_launch_s_rate_is_the_lowest_over_its_shapes() {
-        let mut rows = per_launch(2);
-        let second: Vec<CellStats> = rows
-            .iter()
-            .filter(|c| c.key.phase == Phase::A)
-            .cloned()
-            .map(|mut c| {
-                c.input_len = 512;
-                c.output_len = 64;
-                c.key.cell = c.key.cell.replace("_i4096_o256", "_i512_o64");
-                c
-            })
-            .collect();
-        rows.extend(second);
+        // The synthetic plain's rows plus a second Phase A shape, 512/64, cloned from them.
+        let one_shape = per_launch(2);
+        let two_shapes = || {
+            let mut rows = one_shape.clone();
+            rows.extend(
+                one_shape
+                    .iter()
+                    .filter(|c| c.key.phase == Phase::A)
+                    .cloned()
+                    .map(|mut c| {
+                        c.input_len = 512;
+                        c.output_len = 64;
+                        c.key.cell = c.key.cell.replace("_i4096_o256", "_i512_o64");
+                        c
+                    }),
+            );
+            rows
+        };
+        let mut rows = two_shapes();
         queue_at(&mut rows, 0, 4.0, 4096);
         queue_at(&mut rows, 0, 2.0, 512);
         let out = evaluate_launches(&mut rows);
@@ -527,18 +533,7 @@ mod tests {
             assert_eq!(s.saturated, c.rate >= knee, "{}", c.key.cell);
         }
         // The order of the shapes does not matter: the other shape lower gives its cell.
-        let mut rows = per_launch(2);
-        let second: Vec<CellStats> = rows
-            .iter()
-            .filter(|c| c.key.phase == Phase::A)
-            .cloned()
-            .map(|mut c| {
-                c.input_len = 512;
-                c.key.cell = c.key.cell.replace("_i4096_", "_i512_");
-                c
-            })
-            .collect();
-        rows.extend(second);
+        let mut rows = two_shapes();
         queue_at(&mut rows, 0, 2.0, 4096);
         queue_at(&mut rows, 0, 4.0, 512);
         let l0 = evaluate_launches(&mut rows).remove(0);

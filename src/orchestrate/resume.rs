@@ -221,18 +221,7 @@ mod tests {
         for f in redo.iter().chain(&keep) {
             std::fs::write(dir.join(f), f.as_bytes()).unwrap();
         }
-        let cell = PlannedCell {
-            phase: ctax_schema::Phase::A,
-            cell: ctax_schema::Cell::parse("r8_i8_o8").unwrap(),
-            arrival: ctax_schema::Arrival::Fixed,
-            duration_s: 1.0,
-            warmup_s: 0.0,
-            min_completed: 1,
-            max_cell_s: 10.0,
-            inflight_cap: 8,
-            seed: 0,
-        };
-        supersede(dir, &[cell]).unwrap();
+        supersede(dir, &[super::super::steps::tests::planned("r8_i8_o8")]).unwrap();
         let stamps: Vec<_> = std::fs::read_dir(dir.join("superseded"))
             .unwrap()
             .flatten()

@@ -209,6 +209,32 @@ pub(crate) mod tests {
         }
     }
 
+    /// The file names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A planned Phase A cell of 1 s, no warm-up.
+    pub(crate) fn planned(cell: &str) -> ctax_schema::PlannedCell {
+        ctax_schema::PlannedCell {
+            phase: Phase::A,
+            cell: ctax_schema::Cell::parse(cell).unwrap(),
+            arrival: Arrival::Fixed,
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            min_completed: 1,
+            max_cell_s: 10.0,
+            inflight_cap: 8,
+            seed: 0,
+        }
+    }
+
     pub(crate) fn health(phase: Phase, cell: &str, a: u64, b: u64) -> CellHealth {
         CellHealth {
             phase,
@@ -268,14 +294,8 @@ pub(crate) mod tests {
         std::fs::write(&log, earlier).unwrap();
         compress_raw(std::slice::from_ref(&log)).unwrap();
         assert!(!log.exists());
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
         assert_eq!(
-            names,
+            names(dir),
             [
                 "engine_step_raw.10.jsonl.cols",
                 "engine_step_raw.10.r1.jsonl.zst"
@@ -293,15 +313,6 @@ pub(crate) mod tests {
         let dir = d.path();
         let log = dir.join("engine_step_raw.10.jsonl");
         let body = b"{\"t_ns\":1}\n{\"t_ns\":2}\n";
-        let names = || {
-            let mut v: Vec<String> = std::fs::read_dir(dir)
-                .unwrap()
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            v.sort();
-            v
-        };
         let unzip = |n: &str| zstd::decode_all(&std::fs::read(dir.join(n)).unwrap()[..]).unwrap();
 
         // Killed after the rename.
@@ -312,7 +323,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         compress_raw(std::slice::from_ref(&log)).unwrap();
-        assert_eq!(names(), ["engine_step_raw.10.jsonl.zst"]);
+        assert_eq!(names(dir), ["engine_step_raw.10.jsonl.zst"]);
 
         // An earlier launch's archive of the same pid, this launch's `.r1` renamed, then killed.
         let other = b"{\"t_ns\":9}\n";
@@ -324,7 +335,7 @@ pub(crate) mod tests {
         .unwrap();
         compress_raw(std::slice::from_ref(&log)).unwrap();
         assert_eq!(
-            names(),
+            names(dir),
             [
                 "engine_step_raw.10.jsonl.zst",
                 "engine_step_raw.10.r1.jsonl.zst"
@@ -341,7 +352,7 @@ pub(crate) mod tests {
         .unwrap();
         compress_raw(std::slice::from_ref(&log)).unwrap();
         assert_eq!(
-            names(),
+            names(dir),
             [
                 "engine_step_raw.10.jsonl.zst",
                 "engine_step_raw.10.r1.jsonl.zst",
@@ -560,17 +571,6 @@ pub(crate) mod tests {
                 s.push('\n');
             }
             std::fs::write(dir.join(name), s).unwrap();
-        };
-        let planned = |cell: &str| ctax_schema::PlannedCell {
-            phase: Phase::A,
-            cell: ctax_schema::Cell::parse(cell).unwrap(),
-            arrival: Arrival::Fixed,
-            duration_s: 1.0,
-            warmup_s: 0.0,
-            min_completed: 1,
-            max_cell_s: 10.0,
-            inflight_cap: 8,
-            seed: 0,
         };
         let machine = |id: &str| ctax_schema::Placement {
             machine_id: Some(id.into()),
