@@ -521,36 +521,38 @@ fn changed_files(mine: &Path, back: &Path) -> anyhow::Result<Vec<String>> {
         }
         let plain = ctax_schema::plain_name(&name);
         let ours = mine.join(&rel);
-        // Every form BACK holds of that name (`X`, `X.zst`, `X.cols`): each must hold ROOT's
-        // records (two forms with other records would otherwise join unexamined).
-        let mut kept_aside = None;
+        // Every form BACK holds of that name (`X`, `X.zst`, `X.cols`) that differs from ROOT's
+        // (two forms with other records would otherwise join unexamined).
+        let mut differ = Vec::new();
         for f in ctax_schema::stored_forms(plain) {
             let theirs = back.join(rel.with_file_name(&f));
-            if !theirs.is_file() {
-                continue;
-            }
-            let cmp = compare_files(&ours, &theirs)?;
-            if cmp == Cmp::Same {
-                continue;
-            }
-            if kept_aside.is_none() {
-                let mut aside = false;
-                for p in ctax_schema::stored_forms(plain)
-                    .iter()
-                    .filter_map(|f| moved.get(f))
-                    .flatten()
-                {
-                    if compare_files(&ours, p)? == Cmp::Same {
-                        aside = true;
-                        break;
-                    }
+            if theirs.is_file() {
+                let cmp = compare_files(&ours, &theirs)?;
+                if cmp != Cmp::Same {
+                    differ.push((f, cmp));
                 }
-                kept_aside = Some(aside);
             }
-            if kept_aside == Some(true) {
+        }
+        if differ.is_empty() {
+            continue;
+        }
+        // The name reused after BACK moved ROOT's version aside (a rerun cell's files).
+        let mut kept_aside = false;
+        for p in ctax_schema::stored_forms(plain)
+            .iter()
+            .filter_map(|f| moved.get(f))
+            .flatten()
+        {
+            if compare_files(&ours, p)? == Cmp::Same {
+                kept_aside = true;
                 break;
             }
-            let closed = !top || finished.contains(plain);
+        }
+        if kept_aside {
+            continue;
+        }
+        let closed = !top || finished.contains(plain);
+        for (f, cmp) in differ {
             if cmp == Cmp::Grown && !closed {
                 continue;
             }
