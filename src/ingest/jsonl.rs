@@ -86,21 +86,21 @@ pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> 
 /// A stream that ends at once, early: what a damaged columns file reads as.
 struct EndsEarly(String);
 
+impl EndsEarly {
+    fn error(&self) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::UnexpectedEof, self.0.clone())
+    }
+}
+
 impl Read for EndsEarly {
     fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            self.0.clone(),
-        ))
+        Err(self.error())
     }
 }
 
 impl std::io::BufRead for EndsEarly {
     fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            self.0.clone(),
-        ))
+        Err(self.error())
     }
     fn consume(&mut self, _: usize) {}
 }
