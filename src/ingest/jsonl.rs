@@ -71,7 +71,12 @@ pub(crate) fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 /// Reads a whole small file (`config.json`, `summary.json`, …) if it is a regular file of at
 /// most `limit` bytes.
 pub(crate) fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let f = open_regular(path)?;
+    read_at_most(open_regular(path)?, limit)
+}
+
+/// All of `f` if it holds at most `limit` bytes; else an `InvalidData` error ("larger than …;
+/// not read") after reading `limit + 1` bytes, never more.
+fn read_at_most(f: impl Read, limit: u64) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     f.take(limit + 1).read_to_end(&mut out)?;
     if out.len() as u64 > limit {
@@ -111,23 +116,18 @@ impl std::io::BufRead for EndsEarly {
 /// A `.cols` that does not decode reads as a stream that ends before its first line, with the
 /// reason (`UnexpectedEof`), as a zstd stream cut short does: ingest keeps what it has, says
 /// why, and counts the cell's records as missing, rather than refusing the whole root.
-pub(crate) fn decoded(
-    path: &Path,
-    mut f: std::fs::File,
-) -> std::io::Result<Box<dyn std::io::BufRead>> {
+pub(crate) fn decoded(path: &Path, f: std::fs::File) -> std::io::Result<Box<dyn std::io::BufRead>> {
     Ok(match path.extension().and_then(|e| e.to_str()) {
         Some("zst") => Box::new(BufReader::with_capacity(
             1 << 20,
             zstd::stream::read::Decoder::new(f)?,
         )),
         Some("cols") => {
-            let limit = super::columns::MAX_RAW;
-            let mut b = Vec::new();
-            (&mut f).take(limit + 1).read_to_end(&mut b)?;
-            let raw = if b.len() as u64 > limit {
-                Err(anyhow::anyhow!("larger than {limit} bytes; not read"))
-            } else {
-                super::columns::decode(&b)
+            let raw = match read_at_most(f, super::columns::MAX_RAW) {
+                Ok(b) => super::columns::decode(&b),
+                // Too large (a regular file's reads fail otherwise): read as damaged.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(e.into()),
+                Err(e) => return Err(e),
             };
             match raw {
                 Ok(raw) => Box::new(std::io::Cursor::new(raw)),
@@ -203,6 +203,16 @@ mod tests {
             assert_eq!(rows(f), rows(&p), "{}", f.display());
         }
         assert_eq!(rows(&c).len(), 3);
+    }
+
+    /// At most `limit` bytes are read whole; one more is an `InvalidData` error (what
+    /// `read_regular` and an over-large `.cols` report).
+    #[test]
+    fn read_at_most_refuses_one_byte_more() {
+        assert_eq!(super::read_at_most(&b"abcd"[..], 4).unwrap(), b"abcd");
+        let e = super::read_at_most(&b"abcde"[..], 4).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(e.to_string(), "larger than 4 bytes; not read");
     }
 
     use super::*;

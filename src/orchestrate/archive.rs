@@ -99,11 +99,7 @@ fn columns_one(src: &Path, rep: &mut ArchiveReport) -> anyhow::Result<()> {
         return Ok(());
     };
     let name = src.file_name().unwrap_or_default().to_string_lossy();
-    let dst = src.with_file_name(format!(
-        "{}{}",
-        ctax_schema::plain_name(&name),
-        crate::ingest::columns::SUFFIX
-    ));
+    let dst = crate::ingest::columns::path_of(src);
     let read_cols = crate::ingest::jsonl::read_decoded;
     match std::fs::symlink_metadata(&dst) {
         Ok(m) => {

@@ -65,10 +65,7 @@ fn compress_raw(files: &[PathBuf]) -> anyhow::Result<()> {
         let holds_raw = |p: &Path| crate::ingest::jsonl::read_decoded(p).is_ok_and(|d| d == raw);
         // `X.jsonl.zst`'s other stored form, `X.jsonl.cols` (`ctax archive --columns` made it
         // here, and a skeleton carried it): the name is taken by either.
-        let cols = |p: &Path| {
-            let name = p.display().to_string();
-            PathBuf::from(format!("{}.cols", ctax_schema::plain_name(&name)))
-        };
+        let cols = crate::ingest::columns::path_of;
         // The first free name, unless an archive before it already holds this log.
         let dst = archive_names(f)
             .find(|p| (!p.exists() && !cols(p).exists()) || holds_raw(p) || holds_raw(&cols(p)))

@@ -18,6 +18,13 @@ const LEVEL: i32 = 19;
 /// Bytes before the sections: the magic and six u64.
 pub const HEADER: usize = 8 + 6 * 8;
 
+/// The columns form of the raw file `p`, whichever stored form `p` names: `X.jsonl`,
+/// `X.jsonl.zst` → `X.jsonl.cols`.
+pub fn path_of(p: &std::path::Path) -> std::path::PathBuf {
+    let name = p.file_name().unwrap_or_default().to_string_lossy();
+    p.with_file_name(format!("{}{SUFFIX}", crate::plain_name(&name)))
+}
+
 /// Is `head` (a file's first bytes) the start of a columns file?
 pub fn is_columns(head: &[u8]) -> bool {
     head.starts_with(crate::request_columns::MAGIC)
@@ -211,6 +218,16 @@ mod tests {
             [plane_value(&p, 2, 0), plane_value(&p, 2, 1)],
             [0x0102, 0x0304]
         );
+    }
+
+    #[test]
+    fn the_columns_form_of_every_stored_form() {
+        for f in ["/r/l0/x.jsonl", "/r/l0/x.jsonl.zst", "/r/l0/x.jsonl.cols"] {
+            assert_eq!(
+                path_of(std::path::Path::new(f)),
+                std::path::Path::new("/r/l0/x.jsonl.cols")
+            );
+        }
     }
 
     #[test]

@@ -250,6 +250,15 @@ pub fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut read = vec![0usize; per_place.len()];
     let mut prev: Vec<Vec<i64>> = counts.iter().map(|&n| vec![0; n]).collect();
     let mut out = Vec::with_capacity(heads.len() + planes.len());
+    // Checked as it writes: a hostile header cannot make the output grow past its size (and
+    // the newline a cut last line gives back at the end).
+    let too_long = |out: &Vec<u8>| {
+        ensure!(
+            out.len() as u64 <= raw_len + 1,
+            "the sections decode to more than the header's {raw_len} bytes"
+        );
+        Ok(())
+    };
     for &id in &line_ids {
         let id = id as usize;
         let mut p = 0;
@@ -268,17 +277,11 @@ pub fn decode(b: &[u8]) -> anyhow::Result<Vec<u8>> {
             let v = prev[id][p].wrapping_add(d);
             prev[id][p] = v;
             write_number(v, x, &mut out);
-            ensure!(
-                out.len() as u64 <= raw_len + 1,
-                "the sections decode to more than the header's {raw_len} bytes"
-            );
+            too_long(&out)?;
             p += 1;
         }
         out.push(b'\n');
-        ensure!(
-            out.len() as u64 <= raw_len + 1,
-            "the sections decode to more than the header's {raw_len} bytes"
-        );
+        too_long(&out)?;
     }
     if flags & CUT != 0 {
         ensure!(lines > 0, "a cut last line in a file without lines");
