@@ -538,6 +538,36 @@ fn figure_8_falls_back_to_the_nhd_variants() {
     assert!(!seed.html().contains("These are the named NHD variants"));
 }
 
+/// The shape table and figure 5 say how many launches each shape tax rests on: the demo runs
+/// every config twice on its one synthetic machine, `one_launch` once, which the caption names.
+#[test]
+fn shape_taxes_say_how_many_launches_they_rest_on() {
+    let demo = render(&common::demo()).md();
+    assert!(
+        demo.contains("| mooncake_both | B | 4 | 4096/256 | 2 launches on 1 machine |"),
+        "{demo}"
+    );
+    assert!(
+        demo.contains(
+            "noop_connector 2 launches on 1 machine, mooncake_producer 2 launches on 1 machine"
+        ),
+        "{demo}"
+    );
+    assert!(!demo.contains("on a single launch"));
+    let one = render(&common::one_launch()).md();
+    assert!(
+        one.contains("| mooncake_both | B | 4 | 512/64 | 1 launch on 1 machine |"),
+        "{one}"
+    );
+    assert!(
+        one.contains(
+            "Launches behind each panel (the config's, compared with plain on the same machines): \
+             mooncake_both 1 launch on 1 machine. mooncake_both rests on a single launch"
+        ),
+        "{one}"
+    );
+}
+
 #[test]
 fn stale_figures_are_removed_on_rerender() {
     let dir = tempfile::tempdir().unwrap();

@@ -216,6 +216,16 @@ pub(crate) fn shapes(shapes: &[(u32, u32)]) -> String {
     }
 }
 
+/// How many launches a tax rests on: `1 launch on 1 machine`, `6 launches on 5 machines`.
+pub(crate) fn launches_on(launches: usize, machines: usize) -> String {
+    let s = |n: usize| if n == 1 { "" } else { "s" };
+    format!(
+        "{launches} launch{} on {machines} machine{}",
+        if launches == 1 { "" } else { "es" },
+        s(machines)
+    )
+}
+
 /// Optional estimate; `n/a` when absent.
 pub fn opt_estimate(e: Option<&Estimate>, unit: &str) -> String {
     e.map_or_else(|| NA.to_owned(), |e| estimate(e, unit))
@@ -467,6 +477,8 @@ mod tests {
             shapes(&[(4096, 256), (512, 64)]),
             "input/output 512/64, 4096/256"
         );
+        assert_eq!(launches_on(1, 1), "1 launch on 1 machine");
+        assert_eq!(launches_on(6, 5), "6 launches on 5 machines");
         assert_eq!(whole_pct(0.95), "95%");
         assert_eq!(whole_pct(0.10), "10%");
     }

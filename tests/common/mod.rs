@@ -362,6 +362,15 @@ pub fn two_launches() -> Fixture {
     })
 }
 
+/// plain and mooncake_both, one launch each (every tax rests on a single pair).
+pub fn one_launch() -> Fixture {
+    build(Variant {
+        only: Some(&["plain", "mooncake_both"]),
+        launches: Some(1),
+        ..Variant::default()
+    })
+}
+
 /// plain and mooncake_both, two launches each, mooncake_both's on another GPU model (a root
 /// that mixes GPU models).
 pub fn mixed_gpus() -> Fixture {

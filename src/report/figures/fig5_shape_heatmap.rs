@@ -120,6 +120,30 @@ fn ref_safe_text(ctx: &Ctx<'_>) -> String {
     )
 }
 
+/// Each panel's launches over its cells (`mooncake_both 6 launches on 6 machines`), and the
+/// configs whose panel rests on a single launch.
+fn panel_launches(g: &Grid<'_>) -> (Vec<String>, Vec<String>) {
+    let mut per_panel = Vec::new();
+    let mut single = Vec::new();
+    for c in &g.configs {
+        let mine = || g.taxes.iter().filter(|t| &t.config == c);
+        let launches: BTreeSet<u32> = mine()
+            .flat_map(|t| t.paired_launches.iter().copied())
+            .collect();
+        let machines: BTreeSet<&str> = mine()
+            .flat_map(|t| t.machines.iter().map(String::as_str))
+            .collect();
+        per_panel.push(format!(
+            "{c} {}",
+            fmt::launches_on(launches.len(), machines.len())
+        ));
+        if launches.len() == 1 {
+            single.push(c.clone());
+        }
+    }
+    (per_panel, single)
+}
+
 pub(super) fn caption(ctx: &Ctx<'_>) -> String {
     let rs = ref_safe_text(ctx);
     let mut caption = format!(
@@ -143,6 +167,21 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
         ));
     }
     let g = grid(ctx);
+    if !g.configs.is_empty() {
+        let (per_panel, single) = panel_launches(&g);
+        caption.push_str(&format!(
+            " Launches behind each panel (the config's, compared with plain on the same machines): {}.",
+            per_panel.join(", ")
+        ));
+        if !single.is_empty() {
+            caption.push_str(&format!(
+                " {} rest{} on a single launch: one pair, without replication of its own (its CIs \
+                 carry the cell's launch noise from the other launches).",
+                single.join(", "),
+                if single.len() == 1 { "s" } else { "" }
+            ));
+        }
+    }
     if !g.configs.is_empty() && g.clipped {
         caption.push_str(&format!(
             " Colours saturate beyond {} (values are still printed).",

@@ -282,6 +282,9 @@ pub(crate) struct ShapeTaxRow {
     pub phase: String,
     pub rate: String,
     pub shape: String,
+    /// The config's launches the tax compared with plain, and their machines
+    /// (`1 launch on 1 machine`: one pair, no replication of its own).
+    pub launches: String,
     pub ttft: TaxCell,
     pub tpot: TaxCell,
     pub step: TaxCell,
@@ -435,6 +438,7 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
             phase: phase_name(t.phase).to_owned(),
             rate: fmt::rate(t.rate),
             shape: format!("{}/{}", t.input_len, t.output_len),
+            launches: fmt::launches_on(t.paired_launches.len(), t.machines.len()),
             ttft: tax_cell(t.ttft_p90.as_ref()),
             tpot: tax_cell(t.tpot_p90.as_ref()),
             step: tax_cell(t.step_p50_us.as_ref()),
