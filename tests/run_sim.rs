@@ -1584,3 +1584,66 @@ fn configs_without_plain_is_a_usage_error() {
         assert!(!out.exists(), "{extra:?} wrote {}", out.display());
     }
 }
+
+/// `--end-by`: a launch not expected to end by the deadline (estimated from the root's own
+/// launches) is not started, nor is any after it, nothing is written for them and `ctax run`
+/// exits 5; the dry run says so, and with a deadline far enough away the same launches run. A
+/// malformed deadline is a usage error before anything starts.
+#[test]
+fn end_by_holds_back_launches_that_would_end_too_late() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows_before = manifest(&out).len();
+    let dirs_before = run_dirs(&out);
+    assert_eq!(dirs_before.len(), 2);
+    let mut two = PLAIN_NOOP_A.to_vec();
+    two.extend(["--launches", "2"]);
+
+    // A sim launch takes seconds: one second is not enough for either new launch.
+    let mut soon = two.clone();
+    soon.extend(["--end-by", "+1s"]);
+    let dry = dry_lines(&p, &out, &soon);
+    let held: Vec<&String> = dry
+        .iter()
+        .filter(|l| l.contains("would not start"))
+        .collect();
+    assert_eq!(held.len(), 2, "{dry:#?}");
+    let o = run(&p, &out, &soon);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(err.contains("plain l1 stage A: not started: ~"), "{err}");
+    assert!(
+        err.contains("noop_connector l1 stage A: not started (--end-by")
+            && err.contains("an earlier launch was held back"),
+        "{err}"
+    );
+    assert!(err.contains("2 launch(es) not started"), "{err}");
+    assert_eq!(
+        run_dirs(&out),
+        dirs_before,
+        "no run directory for a launch held back"
+    );
+    assert_eq!(manifest(&out).len(), rows_before, "no manifest row either");
+
+    // An hour is: the dry run gives each launch's estimate, and the launches run.
+    let mut later = two.clone();
+    later.extend(["--end-by", "+1h"]);
+    let dry = dry_lines(&p, &out, &later);
+    let timed: Vec<&String> = dry
+        .iter()
+        .filter(|l| l.contains("would launch (3 cells, ~") && l.contains(" expected, ends by "))
+        .collect();
+    assert_eq!(timed.len(), 2, "{dry:#?}");
+    let o = run(&p, &out, &later);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(run_dirs(&out).len(), 4);
+
+    for bad in ["25m", "+25x", "2026-12-05 15:10"] {
+        let o = run(&p, &out, &["--end-by", bad, "--dry-run"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--end-by"), "{}", stderr(&o));
+    }
+}

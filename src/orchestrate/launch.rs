@@ -52,6 +52,9 @@ pub(crate) fn run(
             return Ok(Outcome::AlreadyDone);
         }
         Todo::Resume(dir, todo) => {
+            if super::end_by::hold_back(ctx, &format!("{config} l{launch} stage {stage}"), &todo) {
+                return Ok(Outcome::NotStarted);
+            }
             resume::supersede(&dir, &todo)?;
             eprintln!(
                 "[ctax] {config} l{launch} stage {stage}: resuming {} of {} cells in {} on {}",
@@ -62,11 +65,16 @@ pub(crate) fn run(
             );
             (dir, todo)
         }
-        Todo::Fresh(todo) => (
-            ctx.root
-                .join(format!("{}_{config}_l{launch}", manifest::stamp(started))),
-            todo,
-        ),
+        Todo::Fresh(todo) => {
+            if super::end_by::hold_back(ctx, &format!("{config} l{launch} stage {stage}"), &todo) {
+                return Ok(Outcome::NotStarted);
+            }
+            (
+                ctx.root
+                    .join(format!("{}_{config}_l{launch}", manifest::stamp(started))),
+                todo,
+            )
+        }
     };
     // The server about to start is cold whatever cell comes first: that cell's warm-up covers
     // the profile's launch warm-up too (a rerun cell after a resume included).

@@ -23,6 +23,7 @@
 
 mod anchor;
 pub mod archive;
+mod end_by;
 mod http;
 pub mod killed;
 mod launch;
@@ -138,6 +139,15 @@ pub struct RunArgs {
     /// file written. Phase B uses the root's reference_rates.json as it is now.
     #[arg(long)]
     pub dry_run: bool,
+    /// Start no launch that is not expected to end by WHEN: `+25m`, `+1h30m`, `+1500s` (from
+    /// this `ctax run`'s start), `@UNIX_SECONDS`, or `2026-12-05T15:10:00Z`. A launch's time
+    /// is estimated, pessimistically, from what the root has measured (its slowest launch
+    /// overhead, each cell's longest time); once one launch is held back no later one starts,
+    /// and `ctax run` exits 5 after stages 2 and 4 as usual. With --dry-run: each launch's
+    /// estimate and which would not start. For a lease, an allocation or a device budget that
+    /// ends at a known time: a launch cut off there is lost whole (DESIGN.md §4.3 "--end-by").
+    #[arg(long, value_name = "WHEN")]
+    pub end_by: Option<String>,
 }
 
 /// What happened to one launch.
@@ -148,6 +158,8 @@ enum Outcome {
     Incomplete,
     Failed,
     Interrupted,
+    /// `--end-by` held it back: it would not have ended in time.
+    NotStarted,
 }
 
 /// What every launch of the sweep shares.
@@ -167,6 +179,8 @@ struct Ctx {
     pub phase_b_first: Option<(u32, u32)>,
     /// `--dry-run`: stages print their launches instead of running them.
     pub dry_run: bool,
+    /// `--end-by`: the deadline, and the launches it held back.
+    pub end_by: end_by::EndBy,
 }
 
 impl Ctx {
@@ -212,6 +226,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             .is_none_or(|c| c.iter().any(|x| x == "plain")),
         "--configs must include plain (the baseline)".into(),
     )?;
+    let end_by_ms = args
+        .end_by
+        .as_deref()
+        .map(|w| end_by::parse(w, server::unix_ms()))
+        .transpose()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
     signals::install();
     let repo = resolve_repo(args.repo.as_deref())?;
     let loaded = profile::load(&args.profile, &repo)?;
@@ -380,6 +400,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         rerun_capped: args.rerun_capped,
         plain_last: args.plain_last,
         dry_run: dry,
+        end_by: end_by::EndBy::new(end_by_ms),
     };
     if dry {
         eprintln!(
@@ -651,8 +672,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         "[ctax] sweep finished in {:.1} min",
         t_sweep.elapsed().as_secs_f64() / 60.0
     );
+    let held = ctx.end_by.held_back();
+    if held > 0 {
+        eprintln!(
+            "[ctax] --end-by {}: {held} launch(es) not started; the same command later runs them",
+            crate::report::fmt::unix_ms(ctx.end_by.unix_ms.unwrap_or_default())
+        );
+    }
     Ok(match worst {
         Outcome::Done | Outcome::AlreadyDone => ExitCode::SUCCESS,
+        Outcome::NotStarted => ExitCode::from(end_by::EXIT_CODE),
         Outcome::Interrupted => exit(Exit::Interrupted),
         Outcome::Incomplete | Outcome::Failed => exit(Exit::Incomplete),
     })
@@ -665,9 +694,10 @@ fn worse(a: Outcome, b: Outcome) -> Outcome {
 fn rank(o: Outcome) -> u8 {
     match o {
         Outcome::Done | Outcome::AlreadyDone => 0,
-        Outcome::Incomplete => 1,
-        Outcome::Failed => 2,
-        Outcome::Interrupted => 3,
+        Outcome::NotStarted => 1,
+        Outcome::Incomplete => 2,
+        Outcome::Failed => 3,
+        Outcome::Interrupted => 4,
     }
 }
 

@@ -116,14 +116,44 @@ fn print_stage(
     stage: &str,
     cells: &(dyn Fn(&Unit) -> Vec<PlannedCell> + Sync),
 ) {
+    // The dry run's clock: blocks run one after another, a block's slots side by side.
+    let mut block_start = ctx.end_by.dry_clock_ms();
     for block in blocks {
+        let mut block_end = block_start;
         for (s, queue) in block
             .queues
             .iter()
             .enumerate()
             .filter(|(_, q)| !q.is_empty())
         {
+            let mut clock = block_start;
             for (i, u) in queue.iter().enumerate() {
+                // `, ~7.3 min expected, ends by …` for a launch that would start; with
+                // --end-by, the launches it would hold back.
+                let mut timed = |c: &[PlannedCell]| -> Option<String> {
+                    let est = super::end_by::expected_s(ctx, c);
+                    let ends = clock + (est.0 * 1000.0) as u64;
+                    let late = ctx.end_by.unix_ms.is_some_and(|d| ends > d);
+                    if late || ctx.end_by.held_back() > 0 {
+                        ctx.end_by
+                            .held_back
+                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return None;
+                    }
+                    clock = ends;
+                    Some(format!(
+                        ", {}, ends by {}",
+                        super::end_by::expected_text(est),
+                        crate::report::fmt::unix_ms(ends)
+                    ))
+                };
+                let held = || {
+                    format!(
+                        "would not start (--end-by {}: not expected to end by then, or after \
+                         one that is not)",
+                        crate::report::fmt::unix_ms(ctx.end_by.unix_ms.unwrap_or_default())
+                    )
+                };
                 let what = match resume::todo(
                     &ctx.root,
                     &u.config,
@@ -136,13 +166,19 @@ fn print_stage(
                     Todo::Outside => {
                         "skipped: its own plan holds none of this sweep's cells".to_owned()
                     }
-                    Todo::Fresh(c) => format!("would launch ({} cells)", c.len()),
+                    Todo::Fresh(c) => match timed(&c) {
+                        Some(t) => format!("would launch ({} cells{t})", c.len()),
+                        None => held(),
+                    },
                     Todo::Resume(dir, c) => match super::skeleton::refuse_resume(&dir) {
-                        Ok(()) => format!(
-                            "would resume {} cells in {}",
-                            c.len(),
-                            dir.file_name().unwrap_or_default().to_string_lossy()
-                        ),
+                        Ok(()) => match timed(&c) {
+                            Some(t) => format!(
+                                "would resume {} cells in {}{t}",
+                                c.len(),
+                                dir.file_name().unwrap_or_default().to_string_lossy()
+                            ),
+                            None => held(),
+                        },
                         Err(e) => format!("REFUSED, {} cells left: {e}", c.len()),
                     },
                 };
@@ -160,8 +196,11 @@ fn print_stage(
                     u.launch
                 );
             }
+            block_end = block_end.max(clock);
         }
+        block_start = block_end;
     }
+    ctx.end_by.set_dry_clock_ms(block_start);
 }
 
 /// What one slot's queue did: the launches it ran and the error that stopped it, if any.

@@ -1,0 +1,479 @@
+//! `ctax run --end-by WHEN`: start no launch that is not expected to end by WHEN.
+//!
+//! A GPU lease, a Slurm allocation or a device budget ends at a known time, and a launch cut
+//! off there is lost whole (its server start included) and leaves an `interrupted` row. With
+//! `--end-by`, before each launch starts, `ctax run` estimates how long it will take from what
+//! the root has already measured ([`LaunchTimes`]) and starts it only when it is expected to
+//! end by then; once one launch is held back the sweep starts no other (its order stays what
+//! the plan says: anchors first, plain last) and exits [`EXIT_CODE`]. `--dry-run` prints each
+//! launch's estimate and where the deadline falls, which is how a stretch is planned.
+//!
+//! The estimate is deliberately pessimistic, since a launch cut off costs more than one held
+//! back: the root's slowest launch overhead (server start, step-log cut, stop: a launch's
+//! manifest duration less its cells' own time) plus, per cell, its planned warm-up (the
+//! launch's warm-up for the first) and the longest time that cell took after its warm-up in
+//! any launch of the root; a cell never run there takes its warm-up, then max(duration floor,
+//! min_completed / rate), then the root's longest drain; a cell at most its `max_cell_s`. Without any launch in the root the overhead is the profile's
+//! `startup_timeout_s + stop_grace_s`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use ctax_schema::{PlannedCell, RowStatus};
+
+use super::{Ctx, manifest, resume};
+
+/// `ctax run`'s exit status when `--end-by` held a launch back (the collector's codes are
+/// 0–4 and 130, [`ctax_schema::Exit`]).
+pub(crate) const EXIT_CODE: u8 = 5;
+
+/// The deadline in unix ms: `+25m`, `+1h30m`, `+1500s` or `+1500` (seconds) after `now_ms`;
+/// `@1796459400` (unix seconds); `2026-12-05T15:10:00Z` (UTC).
+pub(crate) fn parse(s: &str, now_ms: u64) -> anyhow::Result<u64> {
+    let bad = || {
+        format!(
+            "--end-by `{s}`: expected +DURATION (`+25m`, `+1h30m`, `+1500s`), @UNIX_SECONDS or \
+             YYYY-MM-DDTHH:MM:SSZ"
+        )
+    };
+    if let Some(d) = s.strip_prefix('+') {
+        return Ok(now_ms + parse_duration_s(d).with_context(bad)? * 1000);
+    }
+    if let Some(t) = s.strip_prefix('@') {
+        let secs: u64 = t.parse().with_context(bad)?;
+        return Ok(secs * 1000);
+    }
+    let b = s.as_bytes();
+    let shape_ok = b.len() == 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'Z';
+    if !shape_ok {
+        bail!("{}", bad());
+    }
+    // `YYYYMMDD-HHMMSS`, the run directories' stamp, which manifest::stamp_ms reads.
+    let stamp = format!(
+        "{}{}{}-{}{}{}",
+        &s[0..4],
+        &s[5..7],
+        &s[8..10],
+        &s[11..13],
+        &s[14..16],
+        &s[17..19]
+    );
+    manifest::stamp_ms(&stamp).with_context(bad)
+}
+
+/// `25m`, `1h30m`, `1500s`, `1500` → seconds (at least one digit per unit, units h > m > s).
+fn parse_duration_s(d: &str) -> anyhow::Result<u64> {
+    if d.is_empty() {
+        bail!("empty duration");
+    }
+    if d.bytes().all(|c| c.is_ascii_digit()) {
+        return Ok(d.parse()?);
+    }
+    let (mut total, mut num, mut last_unit) = (0u64, String::new(), 0u8);
+    for c in d.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+            continue;
+        }
+        let (rank, mult) = match c {
+            'h' => (3, 3600),
+            'm' => (2, 60),
+            's' => (1, 1),
+            _ => bail!("unknown unit `{c}`"),
+        };
+        if num.is_empty() || (last_unit != 0 && rank >= last_unit) {
+            bail!("malformed duration");
+        }
+        total += num.parse::<u64>()? * mult;
+        num.clear();
+        last_unit = rank;
+    }
+    if !num.is_empty() {
+        bail!("a number without a unit after another unit");
+    }
+    Ok(total)
+}
+
+/// What the root has measured of launch and cell times, for [`LaunchTimes::estimate_s`].
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct LaunchTimes {
+    /// Per cell key (`A/r2_i4096_o256`): the longest it took after its warm-up in any launch
+    /// (end of warm-up to drain end; the warm-up itself is the plan's, which a launch's first
+    /// cell raises to the launch warm-up).
+    pub cell_s: BTreeMap<String, f64>,
+    /// The longest drain (last intended send to drain end) of any cell.
+    pub drain_s: Option<f64>,
+    /// The largest launch overhead: an `ok` manifest row's duration less its cells' time.
+    pub overhead_s: Option<f64>,
+}
+
+impl LaunchTimes {
+    /// Read from `root`'s run directories (`summary.json`) and `manifest.jsonl`; what is
+    /// missing or unreadable is simply not known.
+    pub(crate) fn of_root(root: &Path) -> LaunchTimes {
+        let mut t = LaunchTimes::default();
+        let mut cells_of_run: BTreeMap<String, f64> = BTreeMap::new();
+        for (dir, _) in resume::runs(root) {
+            let summary = resume::read_summary(&dir);
+            let mut sum = 0.0;
+            for (key, h) in &summary.cells {
+                let secs = |from: u64| h.t_end_ns.saturating_sub(from) as f64 / 1e9;
+                let (whole, after_warmup) = (secs(h.t_start_ns), secs(h.t_warmup_end_ns));
+                let drain = secs(h.t_last_send_ns);
+                sum += whole;
+                let e = t.cell_s.entry(key.clone()).or_insert(after_warmup);
+                *e = e.max(after_warmup);
+                t.drain_s = Some(t.drain_s.map_or(drain, |d: f64| d.max(drain)));
+            }
+            let name = dir.file_name().unwrap_or_default().to_string_lossy();
+            cells_of_run.insert(name.into_owned(), sum);
+        }
+        for row in manifest::read(root).unwrap_or_default() {
+            let (RowStatus::Ok, Some(dir)) = (row.status, row.run_dir.as_deref()) else {
+                continue;
+            };
+            let Some(&cells) = cells_of_run.get(dir) else {
+                continue;
+            };
+            let over = (row.duration_s - cells).max(0.0);
+            t.overhead_s = Some(t.overhead_s.map_or(over, |o: f64| o.max(over)));
+        }
+        t
+    }
+
+    /// Seconds a launch running `cells` (in this order) is expected to take, and how many of
+    /// them the root never ran. `launch_warmup_s` is the profile's warm-up of a launch's first
+    /// cell; `no_launch_s` the overhead when the root has no launch to learn it from.
+    pub(crate) fn estimate_s(
+        &self,
+        cells: &[PlannedCell],
+        launch_warmup_s: f64,
+        no_launch_s: f64,
+    ) -> (f64, usize) {
+        let mut total = self.overhead_s.unwrap_or(no_launch_s);
+        let mut unseen = 0;
+        for (i, c) in cells.iter().enumerate() {
+            // The first cell carries the launch's warm-up (launch::run raises its warm-up so).
+            let warmup = if i == 0 {
+                c.warmup_s.max(launch_warmup_s)
+            } else {
+                c.warmup_s
+            };
+            let rest = match self.cell_s.get(&resume::key(c)) {
+                Some(&s) => s,
+                None => {
+                    unseen += 1;
+                    let send = c.duration_s.max(c.min_completed as f64 / c.cell.rate);
+                    send + self.drain_s.unwrap_or(c.max_cell_s)
+                }
+            };
+            total += (warmup + rest).min(c.max_cell_s);
+        }
+        (total, unseen)
+    }
+}
+
+/// The sweep's `--end-by`: the deadline and whether a launch was held back (then no later one
+/// starts, on any slot).
+#[derive(Debug, Default)]
+pub(crate) struct EndBy {
+    pub unix_ms: Option<u64>,
+    pub held_back: std::sync::atomic::AtomicUsize,
+    /// `--dry-run`: when the launches listed so far would end (unix ms; 0: not yet started).
+    dry_clock_ms: std::sync::atomic::AtomicU64,
+}
+
+impl EndBy {
+    pub(crate) fn new(unix_ms: Option<u64>) -> EndBy {
+        EndBy {
+            unix_ms,
+            ..Default::default()
+        }
+    }
+
+    /// The dry run's clock: now at the first call, then where the last listed stage ended.
+    pub(crate) fn dry_clock_ms(&self) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        let _ = self
+            .dry_clock_ms
+            .compare_exchange(0, super::server::unix_ms(), SeqCst, SeqCst);
+        self.dry_clock_ms.load(SeqCst)
+    }
+
+    pub(crate) fn set_dry_clock_ms(&self, ms: u64) {
+        self.dry_clock_ms
+            .store(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub(crate) fn held_back(&self) -> usize {
+        self.held_back.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The expected seconds of a launch running `cells` under `ctx`'s profile, and how many of
+/// them the root never ran.
+pub(super) fn expected_s(ctx: &Ctx, cells: &[PlannedCell]) -> (f64, usize) {
+    let s = &ctx.profile.server;
+    LaunchTimes::of_root(&ctx.root).estimate_s(
+        cells,
+        ctx.profile.launch_warmup_s,
+        s.startup_timeout_s + s.stop_grace_s,
+    )
+}
+
+/// `7.3 min expected (1 cell never run here)`.
+pub(crate) fn expected_text((secs, unseen): (f64, usize)) -> String {
+    let unseen = match unseen {
+        0 => String::new(),
+        1 => " (1 cell never run in this root: its time is a guess)".to_owned(),
+        n => format!(" ({n} cells never run in this root: their time is a guess)"),
+    };
+    format!("~{} expected{unseen}", secs_text(secs))
+}
+
+/// Before `what` (`plain l3 stage A`) starts with `cells` left: `true` (and a log line) when
+/// `--end-by` holds it back, because an earlier launch was held back or because it is not
+/// expected to end by the deadline.
+pub(super) fn hold_back(ctx: &Ctx, what: &str, cells: &[PlannedCell]) -> bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    let Some(deadline) = ctx.end_by.unix_ms else {
+        return false;
+    };
+    let utc = |ms: u64| crate::report::fmt::unix_ms(ms);
+    if ctx.end_by.held_back() > 0 {
+        ctx.end_by.held_back.fetch_add(1, SeqCst);
+        eprintln!(
+            "[ctax] {what}: not started (--end-by {}: an earlier launch was held back)",
+            utc(deadline)
+        );
+        return true;
+    }
+    let est = expected_s(ctx, cells);
+    let ends = super::server::unix_ms() + (est.0 * 1000.0) as u64;
+    if ends <= deadline {
+        eprintln!(
+            "[ctax] {what}: {}, ends by {} (--end-by {})",
+            expected_text(est),
+            utc(ends),
+            utc(deadline)
+        );
+        return false;
+    }
+    ctx.end_by.held_back.fetch_add(1, SeqCst);
+    eprintln!(
+        "[ctax] {what}: not started: {}, it would end at {}, after --end-by {}; no later \
+         launch of this sweep starts",
+        expected_text(est),
+        utc(ends),
+        utc(deadline)
+    );
+    true
+}
+
+/// `95 s`, `7.3 min`.
+pub(crate) fn secs_text(s: f64) -> String {
+    if s < 120.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{:.1} min", s / 60.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctax_schema::{Arrival, Cell, CellHealth, Phase, RunSummary};
+
+    #[test]
+    fn deadlines_parse_in_every_form() {
+        let now = 1_000_000;
+        assert_eq!(parse("+25m", now).unwrap(), now + 1_500_000);
+        assert_eq!(parse("+1h30m", now).unwrap(), now + 5_400_000);
+        assert_eq!(parse("+1h2m3s", now).unwrap(), now + 3_723_000);
+        assert_eq!(parse("+1500s", now).unwrap(), now + 1_500_000);
+        assert_eq!(parse("+1500", now).unwrap(), now + 1_500_000);
+        assert_eq!(parse("@1796459400", now).unwrap(), 1_796_459_400_000);
+        // `date -u -d 2026-12-05T15:10:00Z +%s` = 1796483400.
+        assert_eq!(
+            parse("2026-12-05T15:10:00Z", now).unwrap(),
+            1_796_483_400_000
+        );
+        for bad in [
+            "",
+            "+",
+            "+m",
+            "+25x",
+            "+30m1h",
+            "+5m5m",
+            "+1h30",
+            "@",
+            "@x",
+            "25m",
+            "2026-12-05 15:10:00Z",
+            "2026-12-05T15:10:00",
+            "2026-13-05T15:10:00Z",
+        ] {
+            let e = parse(bad, now).expect_err(bad).to_string();
+            assert!(
+                e.contains("--end-by") && e.contains("+DURATION"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    fn cell(rate: f64, warmup_s: f64) -> PlannedCell {
+        PlannedCell {
+            phase: Phase::A,
+            cell: Cell {
+                rate,
+                input_len: 4096,
+                output_len: 256,
+            },
+            arrival: Arrival::default(),
+            duration_s: 40.0,
+            warmup_s,
+            min_completed: 80,
+            max_cell_s: 300.0,
+            inflight_cap: 256,
+            seed: 1,
+        }
+    }
+
+    fn health(rate: f64, start_s: f64, last_send_s: f64, end_s: f64) -> CellHealth {
+        let ns = |s: f64| (s * 1e9) as u64;
+        CellHealth {
+            phase: Phase::A,
+            cell: Cell {
+                rate,
+                input_len: 4096,
+                output_len: 256,
+            }
+            .name(),
+            rate,
+            input_len: 4096,
+            output_len: 256,
+            arrival: Arrival::default(),
+            seed: 1,
+            t_start_ns: ns(start_s),
+            t_warmup_end_ns: ns(start_s + 10.0),
+            t_last_send_ns: ns(last_send_s),
+            t_end_ns: ns(end_s),
+            wall_start_unix_ms: 0,
+            scheduled: 1,
+            sent: 1,
+            dropped: 0,
+            ok: 1,
+            errors: 0,
+            cancelled: 0,
+            completed_measured: 1,
+            complete: true,
+            incomplete_reason: None,
+            lateness_us_p50: 0.0,
+            lateness_us_p99: 0.0,
+            lateness_us_max: 0.0,
+            client_cpu_pct: 0.0,
+            scrapes: 0,
+            scrape_failures: 0,
+        }
+    }
+
+    /// A run directory with `cells` (key → health) and its manifest row of `duration_s`.
+    fn add_run(root: &Path, name: &str, status: RowStatus, duration_s: f64, cells: &[CellHealth]) {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let rc = ctax_schema::RunConfig {
+            schema_version: 1,
+            config: "plain".into(),
+            launch: 0,
+            run_dir: name.into(),
+            phases: vec![Phase::A],
+            cells: Vec::new(),
+            model: "m".into(),
+            served_model_name: "m".into(),
+            port: 8000,
+            extra: serde_json::json!({"stage": "A"}),
+            simulated: true,
+            placement: None,
+        };
+        std::fs::write(dir.join("config.json"), serde_json::to_vec(&rc).unwrap()).unwrap();
+        let mut s = RunSummary::default();
+        for h in cells {
+            s.cells.insert(format!("A/{}", h.cell), h.clone());
+        }
+        std::fs::write(dir.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
+        let mut row = manifest::row("1 Phase A", "plain", 0, 0);
+        row.run_dir = Some(name.to_owned());
+        row.status = status;
+        row.duration_s = duration_s;
+        manifest::append(root, &row).unwrap();
+    }
+
+    /// Expected values by hand from the fixture's times.
+    #[test]
+    fn a_launch_is_estimated_from_the_root_s_slowest_overhead_and_cells() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        // Every cell's warm-up ends 10 s after its start.
+        // Launch 1: r2 took 60 s (50 after warm-up, drain 5), r4 80 s (70, drain 20); 200 s in
+        // all → overhead 60.
+        add_run(
+            root,
+            "20261205-100000_plain_l0",
+            RowStatus::Ok,
+            200.0,
+            &[
+                health(2.0, 0.0, 55.0, 60.0),
+                health(4.0, 100.0, 160.0, 180.0),
+            ],
+        );
+        // Launch 2: r2 took 70 s (60 after warm-up, drain 8); 160 s in all → overhead 90 (the
+        // largest).
+        add_run(
+            root,
+            "20261205-110000_plain_l1",
+            RowStatus::Ok,
+            160.0,
+            &[health(2.0, 0.0, 62.0, 70.0)],
+        );
+        // An interrupted launch's row teaches no overhead, but its cell time counts: r4 95 s,
+        // 85 after warm-up.
+        add_run(
+            root,
+            "20261205-120000_plain_l2",
+            RowStatus::Interrupted,
+            5.0,
+            &[health(4.0, 0.0, 90.0, 95.0)],
+        );
+        let t = LaunchTimes::of_root(root);
+        assert_eq!(t.overhead_s, Some(90.0));
+        assert_eq!(t.drain_s, Some(20.0));
+        assert_eq!(t.cell_s.get("A/r2_i4096_o256"), Some(&60.0));
+        assert_eq!(t.cell_s.get("A/r4_i4096_o256"), Some(&85.0));
+        // Overhead 90; r2 first: the launch warm-up 30 (its own is 10) + 60; r4: 10 + 85; r1,
+        // never run: 10 + max(40, 80 / 1) + 20 drain. 90 + 90 + 95 + 110 = 385.
+        let cells = [cell(2.0, 10.0), cell(4.0, 10.0), cell(1.0, 10.0)];
+        assert_eq!(t.estimate_s(&cells, 30.0, 999.0), (385.0, 1));
+        // r4 first instead: 90 + (30 + 85) + (10 + 60) = 275.
+        let swapped = [cell(4.0, 10.0), cell(2.0, 10.0)];
+        assert_eq!(t.estimate_s(&swapped, 30.0, 999.0), (275.0, 0));
+        // A cell never run is capped at its max_cell_s: rate 0.1 → 10 + 800 + 20 > 300.
+        assert_eq!(t.estimate_s(&[cell(0.1, 10.0)], 0.0, 999.0), (390.0, 1));
+        // An empty root: the fallback overhead, and unseen cells without a drain take their cap.
+        let empty = LaunchTimes::of_root(&root.join("none"));
+        assert_eq!(empty, LaunchTimes::default());
+        assert_eq!(empty.estimate_s(&[cell(2.0, 10.0)], 0.0, 120.0), (420.0, 1));
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(secs_text(95.4), "95 s");
+        assert_eq!(secs_text(438.0), "7.3 min");
+    }
+}
