@@ -956,3 +956,53 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// `--end-by` in a dry run over two slots weighs the launches in the order they would start,
+/// as a real run holds them back: with a deadline between one and two launch times from now,
+/// each slot's first launch (both start now) would start and slot 0's second would not, even
+/// though slot 0's queue is listed first.
+#[test]
+fn end_by_dry_run_weighs_launches_in_start_order_across_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let p = profile(tmp.path(), free_port(), &[]);
+    let dry = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![
+            "--gpus",
+            "0,1",
+            "--skip-stage",
+            "3",
+            "--skip-stage",
+            "4",
+            "--dry-run",
+        ];
+        args.extend(extra);
+        let o = run(&p, &out, &args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+            .lines()
+            .filter(|l| l.starts_with("[ctax] dry run: stage A"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let plain = dry(&[]);
+    assert_eq!(plain.len(), 3, "{plain:#?}");
+    // Every launch of an empty root gets the same estimate, `~2.4 min expected`.
+    let minutes: f64 = plain[0]
+        .split("~")
+        .nth(1)
+        .and_then(|r| r.split(" min expected").next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("no estimate in minutes: {}", plain[0]));
+    let deadline = format!("+{:.0}s", minutes * 60.0 * 1.5);
+    let lines = dry(&["--end-by", &deadline]);
+    let says = |slot: &str, n: u32, what: &str| {
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("{slot} #{n}: ")) && l.contains(what))
+    };
+    assert!(says("slot 0 (GPU 0)", 1, "would launch"), "{lines:#?}");
+    assert!(says("slot 1 (GPU 1)", 1, "would launch"), "{lines:#?}");
+    assert!(says("slot 0 (GPU 0)", 2, "would not start"), "{lines:#?}");
+    assert!(!out.exists(), "a dry run writes nothing");
+}

@@ -37,12 +37,22 @@ pub(crate) fn parse(s: &str, now_ms: u64) -> anyhow::Result<u64> {
              YYYY-MM-DDTHH:MM:SSZ"
         )
     };
+    // Unix ms of `secs` after `base`, or the error (a number too large for any deadline).
+    let after = |base: u64, secs: u64| {
+        secs.checked_mul(1000)
+            .and_then(|ms| base.checked_add(ms))
+            .with_context(|| format!("{}: out of range", bad()))
+    };
     if let Some(d) = s.strip_prefix('+') {
-        return Ok(now_ms + parse_duration_s(d).with_context(bad)? * 1000);
+        return after(now_ms, parse_duration_s(d).with_context(bad)?);
     }
     if let Some(t) = s.strip_prefix('@') {
-        let secs: u64 = t.parse().with_context(bad)?;
-        return Ok(secs * 1000);
+        anyhow::ensure!(
+            !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()),
+            "{}",
+            bad()
+        );
+        return after(0, t.parse().with_context(bad)?);
     }
     let b = s.as_bytes();
     let shape_ok = b.len() == 20
@@ -65,7 +75,10 @@ pub(crate) fn parse(s: &str, now_ms: u64) -> anyhow::Result<u64> {
         &s[14..16],
         &s[17..19]
     );
-    manifest::stamp_ms(&stamp).with_context(bad)
+    // Read back: a date that does not exist (February 31, second 60) does not round-trip.
+    manifest::stamp_ms(&stamp)
+        .filter(|&ms| manifest::stamp(ms) == stamp)
+        .with_context(bad)
 }
 
 /// `25m`, `1h30m`, `1500s`, `1500` → seconds (at least one digit per unit, units h > m > s).
@@ -91,7 +104,12 @@ fn parse_duration_s(d: &str) -> anyhow::Result<u64> {
         if num.is_empty() || (last_unit != 0 && rank >= last_unit) {
             bail!("malformed duration");
         }
-        total += num.parse::<u64>()? * mult;
+        total = num
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(mult))
+            .and_then(|n| n.checked_add(total))
+            .context("out of range")?;
         num.clear();
         last_unit = rank;
     }
@@ -100,6 +118,15 @@ fn parse_duration_s(d: &str) -> anyhow::Result<u64> {
     }
     Ok(total)
 }
+
+/// A launch's time outside its manifest row's span (the run directory, `config.json` and
+/// `env.txt` before, the step-log cut and statistics after): 4.5-10.6 s between consecutive
+/// launches of one sweep on the H200 root (36 pairs), 6.2-7.2 s on the H100 root.
+const BETWEEN_LAUNCHES_S: f64 = 15.0;
+
+/// How long past `max_cell_s` a cell may run: the collector's grace for cancelled streams
+/// (0.5 s), rounded up.
+const CANCEL_GRACE_S: f64 = 1.0;
 
 /// What the root has measured of launch and cell times, for [`LaunchTimes::estimate_s`].
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -119,31 +146,48 @@ impl LaunchTimes {
     /// missing or unreadable is simply not known.
     pub(crate) fn of_root(root: &Path) -> LaunchTimes {
         let mut t = LaunchTimes::default();
-        let mut cells_of_run: BTreeMap<String, f64> = BTreeMap::new();
+        let max_in = |slot: &mut Option<f64>, v: f64| *slot = Some(slot.map_or(v, |o| o.max(v)));
+        // Per run directory: (wall start in unix ms, whole seconds) of each cell.
+        let mut cells_of_run: BTreeMap<String, Vec<(u64, f64)>> = BTreeMap::new();
         for (dir, _) in resume::runs(root) {
             let summary = resume::read_summary(&dir);
-            let mut sum = 0.0;
+            let mut cells = Vec::new();
             for (key, h) in &summary.cells {
                 let secs = |from: u64| h.t_end_ns.saturating_sub(from) as f64 / 1e9;
-                let (whole, after_warmup) = (secs(h.t_start_ns), secs(h.t_warmup_end_ns));
-                let drain = secs(h.t_last_send_ns);
-                sum += whole;
+                cells.push((h.wall_start_unix_ms, secs(h.t_start_ns)));
+                // A cell cut short (interrupted, its server dead) says nothing of how long it
+                // takes: only complete cells and those max_cell_s stopped teach a time.
+                if !(h.complete || h.capped()) {
+                    continue;
+                }
+                let after_warmup = secs(h.t_warmup_end_ns);
                 let e = t.cell_s.entry(key.clone()).or_insert(after_warmup);
                 *e = e.max(after_warmup);
-                t.drain_s = Some(t.drain_s.map_or(drain, |d: f64| d.max(drain)));
+                max_in(&mut t.drain_s, secs(h.t_last_send_ns));
             }
             let name = dir.file_name().unwrap_or_default().to_string_lossy();
-            cells_of_run.insert(name.into_owned(), sum);
+            cells_of_run.insert(name.into_owned(), cells);
         }
         for row in manifest::read(root).unwrap_or_default() {
             let (RowStatus::Ok, Some(dir)) = (row.status, row.run_dir.as_deref()) else {
                 continue;
             };
-            let Some(&cells) = cells_of_run.get(dir) else {
-                continue;
-            };
-            let over = (row.duration_s - cells).max(0.0);
-            t.overhead_s = Some(t.overhead_s.map_or(over, |o: f64| o.max(over)));
+            // The cells this row's attempt ran: a resumed launch's summary also holds the
+            // cells an earlier attempt completed, outside the row's span.
+            let end_ms = row.started_unix_ms + (row.duration_s * 1000.0) as u64;
+            let ran: Vec<f64> = cells_of_run
+                .get(dir)
+                .into_iter()
+                .flatten()
+                .filter(|(start, _)| (row.started_unix_ms..=end_ms).contains(start))
+                .map(|&(_, secs)| secs)
+                .collect();
+            if !ran.is_empty() {
+                max_in(
+                    &mut t.overhead_s,
+                    (row.duration_s - ran.iter().sum::<f64>()).max(0.0),
+                );
+            }
         }
         t
     }
@@ -157,7 +201,7 @@ impl LaunchTimes {
         launch_warmup_s: f64,
         no_launch_s: f64,
     ) -> (f64, usize) {
-        let mut total = self.overhead_s.unwrap_or(no_launch_s);
+        let mut total = BETWEEN_LAUNCHES_S + self.overhead_s.unwrap_or(no_launch_s);
         let mut unseen = 0;
         for (i, c) in cells.iter().enumerate() {
             // The first cell carries the launch's warm-up (launch::run raises its warm-up so).
@@ -174,7 +218,7 @@ impl LaunchTimes {
                     send + self.drain_s.unwrap_or(c.max_cell_s)
                 }
             };
-            total += (warmup + rest).min(c.max_cell_s);
+            total += (warmup + rest).min(c.max_cell_s + CANCEL_GRACE_S);
         }
         (total, unseen)
     }
@@ -220,8 +264,17 @@ impl EndBy {
 /// The expected seconds of a launch running `cells` under `ctx`'s profile, and how many of
 /// them the root never ran.
 pub(super) fn expected_s(ctx: &Ctx, cells: &[PlannedCell]) -> (f64, usize) {
+    expected_s_from(&LaunchTimes::of_root(&ctx.root), ctx, cells)
+}
+
+/// [`expected_s`] from times already read.
+pub(super) fn expected_s_from(
+    times: &LaunchTimes,
+    ctx: &Ctx,
+    cells: &[PlannedCell],
+) -> (f64, usize) {
     let s = &ctx.profile.server;
-    LaunchTimes::of_root(&ctx.root).estimate_s(
+    times.estimate_s(
         cells,
         ctx.profile.launch_warmup_s,
         s.startup_timeout_s + s.stop_grace_s,
@@ -319,6 +372,15 @@ mod tests {
             "2026-12-05 15:10:00Z",
             "2026-12-05T15:10:00",
             "2026-13-05T15:10:00Z",
+            // Dates that do not exist, signs, and numbers too large for a deadline.
+            "2026-02-31T00:00:00Z",
+            "2026-12-05T15:10:60Z",
+            "@+123",
+            "@-1",
+            "+99999999999999999s",
+            "+5124095576030431h",
+            "@18446744073709552",
+            "@99999999999999999999",
         ] {
             let e = parse(bad, now).expect_err(bad).to_string();
             assert!(
@@ -384,8 +446,8 @@ mod tests {
         }
     }
 
-    /// A run directory with `cells` (key → health) and its manifest row of `duration_s`.
-    fn add_run(root: &Path, name: &str, status: RowStatus, duration_s: f64, cells: &[CellHealth]) {
+    /// A run directory with `cells` and its manifest row (`span`: start in unix ms, seconds).
+    fn add_run(root: &Path, name: &str, status: RowStatus, span: (u64, f64), cells: &[CellHealth]) {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let rc = ctax_schema::RunConfig {
@@ -408,10 +470,10 @@ mod tests {
             s.cells.insert(format!("A/{}", h.cell), h.clone());
         }
         std::fs::write(dir.join("summary.json"), serde_json::to_vec(&s).unwrap()).unwrap();
-        let mut row = manifest::row("1 Phase A", "plain", 0, 0);
+        let mut row = manifest::row("1 Phase A", "plain", 0, span.0);
         row.run_dir = Some(name.to_owned());
         row.status = status;
-        row.duration_s = duration_s;
+        row.duration_s = span.1;
         manifest::append(root, &row).unwrap();
     }
 
@@ -420,55 +482,71 @@ mod tests {
     fn a_launch_is_estimated_from_the_root_s_slowest_overhead_and_cells() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        // Every cell's warm-up ends 10 s after its start.
+        // Every cell's warm-up ends 10 s after its start; rows start at unix 0 unless said.
         // Launch 1: r2 took 60 s (50 after warm-up, drain 5), r4 80 s (70, drain 20); 200 s in
         // all → overhead 60.
         add_run(
             root,
             "20261205-100000_plain_l0",
             RowStatus::Ok,
-            200.0,
+            (0, 200.0),
             &[
                 health(2.0, 0.0, 55.0, 60.0),
                 health(4.0, 100.0, 160.0, 180.0),
             ],
         );
-        // Launch 2: r2 took 70 s (60 after warm-up, drain 8); 160 s in all → overhead 90 (the
-        // largest).
+        // Launch 2: r2 took 70 s (60 after warm-up, drain 8); 160 s in all → overhead 90.
         add_run(
             root,
             "20261205-110000_plain_l1",
             RowStatus::Ok,
-            160.0,
+            (0, 160.0),
             &[health(2.0, 0.0, 62.0, 70.0)],
         );
-        // An interrupted launch's row teaches no overhead, but its cell time counts: r4 95 s,
-        // 85 after warm-up.
+        // A resumed launch: its row (unix 1000 s, 200 s) reran r4 (80 s), while its summary
+        // also holds the r2 of the attempt before (wall start 0, 70 s): overhead 200 - 80 =
+        // 120, the largest (not 200 - 150).
+        let mut rerun = health(4.0, 0.0, 60.0, 80.0);
+        rerun.wall_start_unix_ms = 1_010_000;
         add_run(
             root,
             "20261205-120000_plain_l2",
+            RowStatus::Ok,
+            (1_000_000, 200.0),
+            &[health(2.0, 0.0, 62.0, 70.0), rerun],
+        );
+        // An interrupted launch's row teaches no overhead, but its complete cell's time counts
+        // (r4 95 s, 85 after warm-up), and its cell cut short (r2, 200 s after warm-up, the
+        // server dead) does not.
+        let mut cut = health(2.0, 0.0, 150.0, 210.0);
+        cut.complete = false;
+        cut.incomplete_reason = Some("server died".into());
+        add_run(
+            root,
+            "20261205-130000_plain_l3",
             RowStatus::Interrupted,
-            5.0,
-            &[health(4.0, 0.0, 90.0, 95.0)],
+            (0, 5.0),
+            &[health(4.0, 0.0, 90.0, 95.0), cut],
         );
         let t = LaunchTimes::of_root(root);
-        assert_eq!(t.overhead_s, Some(90.0));
+        assert_eq!(t.overhead_s, Some(120.0));
         assert_eq!(t.drain_s, Some(20.0));
         assert_eq!(t.cell_s.get("A/r2_i4096_o256"), Some(&60.0));
         assert_eq!(t.cell_s.get("A/r4_i4096_o256"), Some(&85.0));
-        // Overhead 90; r2 first: the launch warm-up 30 (its own is 10) + 60; r4: 10 + 85; r1,
-        // never run: 10 + max(40, 80 / 1) + 20 drain. 90 + 90 + 95 + 110 = 385.
+        // 15 between launches + overhead 120; r2 first: the launch warm-up 30 (its own is 10)
+        // + 60; r4: 10 + 85; r1, never run: 10 + max(40, 80 / 1) + 20 drain.
+        // 135 + 90 + 95 + 110 = 430.
         let cells = [cell(2.0, 10.0), cell(4.0, 10.0), cell(1.0, 10.0)];
-        assert_eq!(t.estimate_s(&cells, 30.0, 999.0), (385.0, 1));
-        // r4 first instead: 90 + (30 + 85) + (10 + 60) = 275.
+        assert_eq!(t.estimate_s(&cells, 30.0, 999.0), (430.0, 1));
+        // r4 first instead: 135 + (30 + 85) + (10 + 60) = 320.
         let swapped = [cell(4.0, 10.0), cell(2.0, 10.0)];
-        assert_eq!(t.estimate_s(&swapped, 30.0, 999.0), (275.0, 0));
-        // A cell never run is capped at its max_cell_s: rate 0.1 → 10 + 800 + 20 > 300.
-        assert_eq!(t.estimate_s(&[cell(0.1, 10.0)], 0.0, 999.0), (390.0, 1));
+        assert_eq!(t.estimate_s(&swapped, 30.0, 999.0), (320.0, 0));
+        // A cell never run is capped at its max_cell_s + 1 s: rate 0.1 → 10 + 800 + 20 > 301.
+        assert_eq!(t.estimate_s(&[cell(0.1, 10.0)], 0.0, 999.0), (436.0, 1));
         // An empty root: the fallback overhead, and unseen cells without a drain take their cap.
         let empty = LaunchTimes::of_root(&root.join("none"));
         assert_eq!(empty, LaunchTimes::default());
-        assert_eq!(empty.estimate_s(&[cell(2.0, 10.0)], 0.0, 120.0), (420.0, 1));
+        assert_eq!(empty.estimate_s(&[cell(2.0, 10.0)], 0.0, 100.0), (416.0, 1));
     }
 
     #[test]

@@ -143,9 +143,10 @@ pub struct RunArgs {
     /// this `ctax run`'s start), `@UNIX_SECONDS`, or `2026-12-05T15:10:00Z`. A launch's time
     /// is estimated, pessimistically, from what the root has measured (its slowest launch
     /// overhead, each cell's longest time); once one launch is held back no later one starts,
-    /// and `ctax run` exits 5 after stages 2 and 4 as usual. With --dry-run: each launch's
+    /// and `ctax run` exits 5 after stages 2 and 4 as usual (3 if a launch that ran was
+    /// incomplete). Pre-flight verify launches are not weighed. With --dry-run: each launch's
     /// estimate and which would not start. For a lease, an allocation or a device budget that
-    /// ends at a known time: a launch cut off there is lost whole (DESIGN.md §4.3 "--end-by").
+    /// ends at a known time: a launch cut off there is lost whole (DESIGN.md §7 "--end-by").
     #[arg(long, value_name = "WHEN")]
     pub end_by: Option<String>,
 }

@@ -108,7 +108,10 @@ pub(crate) fn run_stage(
 }
 
 /// `--dry-run`: what [`run_stage`] would do with each launch, per block and slot in run order,
-/// from the same resume check as a launch ([`resume::todo`]).
+/// from the same resume check as a launch ([`resume::todo`]), with each launch's expected time
+/// and end: blocks one after another, a block's slots side by side. With `--end-by` the
+/// launches are weighed in the order they would start (across slots, as a real run holds
+/// back every launch that starts after the first one held back).
 fn print_stage(
     ctx: &Ctx,
     slots: &[Slot],
@@ -116,89 +119,98 @@ fn print_stage(
     stage: &str,
     cells: &(dyn Fn(&Unit) -> Vec<PlannedCell> + Sync),
 ) {
-    // The dry run's clock: blocks run one after another, a block's slots side by side.
+    use super::end_by;
+    let times = end_by::LaunchTimes::of_root(&ctx.root);
+    let deadline = ctx.end_by.unix_ms;
+    let utc = crate::report::fmt::unix_ms;
     let mut block_start = ctx.end_by.dry_clock_ms();
     for block in blocks {
-        let mut block_end = block_start;
-        for (s, queue) in block
+        let queues: Vec<(usize, &Vec<Unit>)> = block
             .queues
             .iter()
             .enumerate()
             .filter(|(_, q)| !q.is_empty())
+            .collect();
+        let mut lines: Vec<Vec<String>> = queues.iter().map(|_| Vec::new()).collect();
+        let mut clock = vec![block_start; queues.len()];
+        // The slot whose next launch would start first, until every queue is listed.
+        while let Some(k) = (0..queues.len())
+            .filter(|&k| lines[k].len() < queues[k].1.len())
+            .min_by_key(|&k| (clock[k], k))
         {
-            let mut clock = block_start;
-            for (i, u) in queue.iter().enumerate() {
-                // `, ~7.3 min expected, ends by …` for a launch that would start; with
-                // --end-by, the launches it would hold back.
-                let mut timed = |c: &[PlannedCell]| -> Option<String> {
-                    let est = super::end_by::expected_s(ctx, c);
-                    let ends = clock + (est.0 * 1000.0) as u64;
-                    let late = ctx.end_by.unix_ms.is_some_and(|d| ends > d);
-                    if late || ctx.end_by.held_back() > 0 {
-                        ctx.end_by
-                            .held_back
-                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        return None;
-                    }
-                    clock = ends;
-                    Some(format!(
-                        ", {}, ends by {}",
-                        super::end_by::expected_text(est),
-                        crate::report::fmt::unix_ms(ends)
-                    ))
-                };
-                let held = || {
-                    format!(
-                        "would not start (--end-by {}: not expected to end by then, or after \
-                         one that is not)",
-                        crate::report::fmt::unix_ms(ctx.end_by.unix_ms.unwrap_or_default())
-                    )
-                };
-                let what = match resume::todo(
-                    &ctx.root,
-                    &u.config,
-                    u.launch,
-                    stage,
-                    &cells(u),
-                    ctx.rerun_capped,
-                ) {
-                    Todo::Done { .. } => "complete, skipped".to_owned(),
-                    Todo::Outside => {
-                        "skipped: its own plan holds none of this sweep's cells".to_owned()
-                    }
-                    Todo::Fresh(c) => match timed(&c) {
-                        Some(t) => format!("would launch ({} cells{t})", c.len()),
+            let i = lines[k].len();
+            let u = &queues[k].1[i];
+            // `, ~7.3 min expected, ends by …` for a launch that would start, or `None` for one
+            // --end-by would hold back.
+            let mut timed = |c: &[PlannedCell]| -> Option<String> {
+                let est = end_by::expected_s_from(&times, ctx, c);
+                let ends = clock[k] + (est.0 * 1000.0) as u64;
+                if ctx.end_by.held_back() > 0 || deadline.is_some_and(|d| ends > d) {
+                    ctx.end_by
+                        .held_back
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    return None;
+                }
+                clock[k] = ends;
+                Some(format!(
+                    ", {}, ends by {}",
+                    end_by::expected_text(est),
+                    utc(ends)
+                ))
+            };
+            let held = || {
+                format!(
+                    "would not start (--end-by {}: not expected to end by then, or starting after \
+                     one that is not)",
+                    utc(deadline.unwrap_or_default())
+                )
+            };
+            let what = match resume::todo(
+                &ctx.root,
+                &u.config,
+                u.launch,
+                stage,
+                &cells(u),
+                ctx.rerun_capped,
+            ) {
+                Todo::Done { .. } => "complete, skipped".to_owned(),
+                Todo::Outside => {
+                    "skipped: its own plan holds none of this sweep's cells".to_owned()
+                }
+                Todo::Fresh(c) => match timed(&c) {
+                    Some(t) => format!("would launch ({} cells{t})", c.len()),
+                    None => held(),
+                },
+                Todo::Resume(dir, c) => match super::skeleton::refuse_resume(&dir) {
+                    Ok(()) => match timed(&c) {
+                        Some(t) => format!(
+                            "would resume {} cells in {}{t}",
+                            c.len(),
+                            dir.file_name().unwrap_or_default().to_string_lossy()
+                        ),
                         None => held(),
                     },
-                    Todo::Resume(dir, c) => match super::skeleton::refuse_resume(&dir) {
-                        Ok(()) => match timed(&c) {
-                            Some(t) => format!(
-                                "would resume {} cells in {}{t}",
-                                c.len(),
-                                dir.file_name().unwrap_or_default().to_string_lossy()
-                            ),
-                            None => held(),
-                        },
-                        Err(e) => format!("REFUSED, {} cells left: {e}", c.len()),
-                    },
-                };
-                let why = u
-                    .anchor
-                    .as_deref()
-                    .map(|r| format!(" ({r})"))
-                    .unwrap_or_default();
-                eprintln!(
-                    "[ctax] dry run: stage {stage}, {}, {} #{}: {} l{}: {what}{why}",
-                    block.name,
-                    slots[s].label(),
-                    i + 1,
-                    u.config,
-                    u.launch
-                );
-            }
-            block_end = block_end.max(clock);
+                    Err(e) => format!("REFUSED, {} cells left: {e}", c.len()),
+                },
+            };
+            let why = u
+                .anchor
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            lines[k].push(format!(
+                "[ctax] dry run: stage {stage}, {}, {} #{}: {} l{}: {what}{why}",
+                block.name,
+                slots[queues[k].0].label(),
+                i + 1,
+                u.config,
+                u.launch
+            ));
         }
-        block_start = block_end;
+        for line in lines.iter().flatten() {
+            eprintln!("{line}");
+        }
+        block_start = clock.into_iter().fold(block_start, u64::max);
     }
     ctx.end_by.set_dry_clock_ms(block_start);
 }
