@@ -13,8 +13,9 @@
 //! manifest duration less its cells' own time) plus, per cell, its planned warm-up (the
 //! launch's warm-up for the first) and the longest time that cell took after its warm-up in
 //! any launch of the root; a cell never run there takes its warm-up, then max(duration floor,
-//! min_completed / rate), then the root's longest drain; a cell at most its `max_cell_s`. Without any launch in the root the overhead is the profile's
-//! `startup_timeout_s + stop_grace_s`.
+//! min_completed / rate), then the root's longest drain; a cell at most its `max_cell_s` plus
+//! the collector's cancel grace; 15 s between launches. Without any launch in the root the
+//! overhead is the profile's `startup_timeout_s + stop_grace_s`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -226,29 +227,54 @@ impl LaunchTimes {
 
 /// The sweep's `--end-by`: the deadline and whether a launch was held back (then no later one
 /// starts, on any slot).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct EndBy {
     pub unix_ms: Option<u64>,
-    pub held_back: std::sync::atomic::AtomicUsize,
-    /// `--dry-run`: when the launches listed so far would end (unix ms; 0: not yet started).
+    held_back: std::sync::atomic::AtomicUsize,
+    /// `--dry-run`: when the launches listed so far would end (unix ms; `ctax run`'s start
+    /// before any).
     dry_clock_ms: std::sync::atomic::AtomicU64,
+}
+
+/// What `--end-by` says of a launch that would start at some time.
+pub(crate) enum Weighed {
+    /// It starts; it is expected to end at this unix ms.
+    Starts(u64),
+    /// Held back: an earlier launch was.
+    AfterHeld,
+    /// Held back: it would end at this unix ms, after the deadline.
+    TooLate(u64),
 }
 
 impl EndBy {
     pub(crate) fn new(unix_ms: Option<u64>) -> EndBy {
         EndBy {
             unix_ms,
-            ..Default::default()
+            held_back: Default::default(),
+            dry_clock_ms: super::server::unix_ms().into(),
         }
     }
 
-    /// The dry run's clock: now at the first call, then where the last listed stage ended.
-    pub(crate) fn dry_clock_ms(&self) -> u64 {
+    /// The one rule, for a run and its dry run alike: a launch starting at `start_ms` and
+    /// expected to take `secs` starts unless a launch was held back before it or it would end
+    /// after the deadline; a launch held back is counted.
+    pub(crate) fn weigh(&self, start_ms: u64, secs: f64) -> Weighed {
         use std::sync::atomic::Ordering::SeqCst;
-        let _ = self
-            .dry_clock_ms
-            .compare_exchange(0, super::server::unix_ms(), SeqCst, SeqCst);
-        self.dry_clock_ms.load(SeqCst)
+        let ends = start_ms + (secs * 1000.0) as u64;
+        let verdict = if self.held_back() > 0 {
+            Weighed::AfterHeld
+        } else if self.unix_ms.is_some_and(|d| ends > d) {
+            Weighed::TooLate(ends)
+        } else {
+            return Weighed::Starts(ends);
+        };
+        self.held_back.fetch_add(1, SeqCst);
+        verdict
+    }
+
+    /// The dry run's clock: when `ctax run` began, then where the last listed stage ended.
+    pub(crate) fn dry_clock_ms(&self) -> u64 {
+        self.dry_clock_ms.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub(crate) fn set_dry_clock_ms(&self, ms: u64) {
@@ -281,7 +307,7 @@ pub(super) fn expected_s_from(
     )
 }
 
-/// `7.3 min expected (1 cell never run here)`.
+/// `~7.3 min expected`, `~95 s expected (1 cell never run in this root: its time is a guess)`.
 pub(crate) fn expected_text((secs, unseen): (f64, usize)) -> String {
     let unseen = match unseen {
         0 => String::new(),
@@ -295,39 +321,39 @@ pub(crate) fn expected_text((secs, unseen): (f64, usize)) -> String {
 /// `--end-by` holds it back, because an earlier launch was held back or because it is not
 /// expected to end by the deadline.
 pub(super) fn hold_back(ctx: &Ctx, what: &str, cells: &[PlannedCell]) -> bool {
-    use std::sync::atomic::Ordering::SeqCst;
+    use crate::report::fmt::unix_ms as utc;
     let Some(deadline) = ctx.end_by.unix_ms else {
         return false;
     };
-    let utc = |ms: u64| crate::report::fmt::unix_ms(ms);
-    if ctx.end_by.held_back() > 0 {
-        ctx.end_by.held_back.fetch_add(1, SeqCst);
-        eprintln!(
-            "[ctax] {what}: not started (--end-by {}: an earlier launch was held back)",
-            utc(deadline)
-        );
-        return true;
-    }
     let est = expected_s(ctx, cells);
-    let ends = super::server::unix_ms() + (est.0 * 1000.0) as u64;
-    if ends <= deadline {
-        eprintln!(
-            "[ctax] {what}: {}, ends by {} (--end-by {})",
-            expected_text(est),
-            utc(ends),
-            utc(deadline)
-        );
-        return false;
+    match ctx.end_by.weigh(super::server::unix_ms(), est.0) {
+        Weighed::Starts(ends) => {
+            eprintln!(
+                "[ctax] {what}: {}, ends by {} (--end-by {})",
+                expected_text(est),
+                utc(ends),
+                utc(deadline)
+            );
+            false
+        }
+        Weighed::TooLate(ends) => {
+            eprintln!(
+                "[ctax] {what}: not started: {}, it would end at {}, after --end-by {}; no \
+                 later launch of this sweep starts",
+                expected_text(est),
+                utc(ends),
+                utc(deadline)
+            );
+            true
+        }
+        Weighed::AfterHeld => {
+            eprintln!(
+                "[ctax] {what}: not started (--end-by {}: an earlier launch was held back)",
+                utc(deadline)
+            );
+            true
+        }
     }
-    ctx.end_by.held_back.fetch_add(1, SeqCst);
-    eprintln!(
-        "[ctax] {what}: not started: {}, it would end at {}, after --end-by {}; no later \
-         launch of this sweep starts",
-        expected_text(est),
-        utc(ends),
-        utc(deadline)
-    );
-    true
 }
 
 /// `95 s`, `7.3 min`.
@@ -547,6 +573,25 @@ mod tests {
         let empty = LaunchTimes::of_root(&root.join("none"));
         assert_eq!(empty, LaunchTimes::default());
         assert_eq!(empty.estimate_s(&[cell(2.0, 10.0)], 0.0, 100.0), (416.0, 1));
+    }
+
+    /// The rule a run and its dry run share, with a deadline at 10 s.
+    #[test]
+    fn a_launch_starts_unless_it_ends_late_or_follows_one_held_back() {
+        let e = EndBy::new(Some(10_000));
+        assert!(
+            matches!(e.weigh(0, 10.0), Weighed::Starts(10_000)),
+            "ends on the deadline"
+        );
+        assert_eq!(e.held_back(), 0);
+        assert!(matches!(e.weigh(6_000, 5.0), Weighed::TooLate(11_000)));
+        assert!(
+            matches!(e.weigh(0, 1.0), Weighed::AfterHeld),
+            "short, but after one held"
+        );
+        assert_eq!(e.held_back(), 2);
+        let none = EndBy::new(None);
+        assert!(matches!(none.weigh(u64::MAX / 2, 1e9), Weighed::Starts(_)));
     }
 
     #[test]

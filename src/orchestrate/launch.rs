@@ -27,8 +27,15 @@ pub(crate) fn run(
 ) -> anyhow::Result<Outcome> {
     let (config, launch) = (unit.config.as_str(), unit.launch);
     let started = unix_ms();
-    let (dir, todo) = match resume::todo(&ctx.root, config, launch, stage, cells, ctx.rerun_capped)
-    {
+    // The run directory it resumes (None: a fresh one) and the cells left.
+    let (resumed, todo) = match resume::todo(
+        &ctx.root,
+        config,
+        launch,
+        stage,
+        cells,
+        ctx.rerun_capped,
+    ) {
         Todo::Done { capped: 0, of } => {
             eprintln!("[ctax] {config} l{launch} stage {stage}: all {of} cells complete, skipped");
             return Ok(Outcome::AlreadyDone);
@@ -51,10 +58,15 @@ pub(crate) fn run(
             );
             return Ok(Outcome::AlreadyDone);
         }
-        Todo::Resume(dir, todo) => {
-            if super::end_by::hold_back(ctx, &format!("{config} l{launch} stage {stage}"), &todo) {
-                return Ok(Outcome::NotStarted);
-            }
+        Todo::Resume(dir, todo) => (Some(dir), todo),
+        Todo::Fresh(todo) => (None, todo),
+    };
+    // Weighed before anything is written or moved.
+    if super::end_by::hold_back(ctx, &format!("{config} l{launch} stage {stage}"), &todo) {
+        return Ok(Outcome::NotStarted);
+    }
+    let dir = match resumed {
+        Some(dir) => {
             resume::supersede(&dir, &todo)?;
             eprintln!(
                 "[ctax] {config} l{launch} stage {stage}: resuming {} of {} cells in {} on {}",
@@ -63,18 +75,11 @@ pub(crate) fn run(
                 dir.display(),
                 slot.label()
             );
-            (dir, todo)
+            dir
         }
-        Todo::Fresh(todo) => {
-            if super::end_by::hold_back(ctx, &format!("{config} l{launch} stage {stage}"), &todo) {
-                return Ok(Outcome::NotStarted);
-            }
-            (
-                ctx.root
-                    .join(format!("{}_{config}_l{launch}", manifest::stamp(started))),
-                todo,
-            )
-        }
+        None => ctx
+            .root
+            .join(format!("{}_{config}_l{launch}", manifest::stamp(started))),
     };
     // The server about to start is cold whatever cell comes first: that cell's warm-up covers
     // the profile's launch warm-up too (a rerun cell after a resume included).

@@ -144,13 +144,9 @@ fn print_stage(
             // --end-by would hold back.
             let mut timed = |c: &[PlannedCell]| -> Option<String> {
                 let est = end_by::expected_s_from(&times, ctx, c);
-                let ends = clock[k] + (est.0 * 1000.0) as u64;
-                if ctx.end_by.held_back() > 0 || deadline.is_some_and(|d| ends > d) {
-                    ctx.end_by
-                        .held_back
-                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let end_by::Weighed::Starts(ends) = ctx.end_by.weigh(clock[k], est.0) else {
                     return None;
-                }
+                };
                 clock[k] = ends;
                 Some(format!(
                     ", {}, ends by {}",
