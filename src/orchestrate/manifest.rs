@@ -197,8 +197,8 @@ pub(crate) fn stamp(ms: u64) -> String {
     utc(ms).replace(['-', ':'], "").replace(' ', "-")
 }
 
-/// The unix time in ms of a run directory's `YYYYMMDD-HHMMSS` stamp (the inverse of [`stamp`];
-/// Howard Hinnant's days-from-civil); `None` if `s` is not such a stamp.
+/// The unix time in ms of a run directory's `YYYYMMDD-HHMMSS` stamp (the inverse of [`stamp`]);
+/// `None` if `s` is not such a stamp.
 pub(crate) fn stamp_ms(s: &str) -> Option<u64> {
     let b = s.as_bytes();
     if b.len() != 15
@@ -216,13 +216,7 @@ pub(crate) fn stamp_ms(s: &str) -> Option<u64> {
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
         return None;
     }
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = crate::report::fmt::days_from_civil(y, m, d);
     u64::try_from(((days * 24 + hh) * 60 + mm) * 60 + ss)
         .ok()
         .map(|t| t * 1000)
