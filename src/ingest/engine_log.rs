@@ -492,7 +492,7 @@ fn lmcache_time(line: &str) -> Option<i64> {
     if !(1..=12).contains(&mo) || !(1..=31).contains(&day) {
         return None;
     }
-    Some((crate::report::fmt::days_from_civil(y, mo, day) * 86_400 + secs) * 1000 + ms)
+    Some((super::civil::days_from_civil(y, mo, day) * 86_400 + secs) * 1000 + ms)
 }
 
 /// (tokens stored, GB, cost ms) of an LMCache store line.

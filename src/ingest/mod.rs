@@ -9,6 +9,7 @@
 //! Length: 497 lines of code; the rest of the file is its unit tests (kept next to the rules).
 
 pub mod accounting;
+pub(crate) mod civil;
 /// The archive's columns encodings live in the raw-data contract (`ctax_schema`), where the fuzz
 /// targets reach them without polars.
 pub(crate) use ctax_schema::{columns, number_columns, request_columns};

@@ -216,7 +216,7 @@ pub(crate) fn stamp_ms(s: &str) -> Option<u64> {
     if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
         return None;
     }
-    let days = crate::report::fmt::days_from_civil(y, m, d);
+    let days = crate::ingest::civil::days_from_civil(y, m, d);
     u64::try_from(((days * 24 + hh) * 60 + mm) * 60 + ss)
         .ok()
         .map(|t| t * 1000)
