@@ -463,6 +463,75 @@ fn coverage_gaps_against_the_seed_plan_are_listed() {
     );
 }
 
+/// Phase B' against the seed's plan (its four priority configs at ref_load on 512/256,
+/// 4096/256, 32768/256). The demo (ref_safe 4, ref_load 8 req/s) has none: one line says so.
+/// With B' cells for plain and mooncake_both at 512/256 and 4096/256 (the demo's pooled Phase B
+/// cells of those shapes, relabelled B' at 8 req/s), lmcache_only saturating at 8 req/s and
+/// nixl_both never: lmcache_only has no B' cell by rule, nixl_both is missing, and so is the
+/// 32768/256 shape.
+#[test]
+fn phase_b_prime_gaps_name_configs_left_out_by_rule_and_missing_ones() {
+    let demo = common::demo();
+    let gaps = degradation(&render(&demo).md());
+    assert!(
+        gaps.contains(
+            "Phase B' (the seed's shapes 512/256, 4096/256, 32768/256 at ref_load for plain, \
+             mooncake_both, nixl_both, lmcache_only) did not run, although ref_load (8 req/s) \
+             differs from ref_safe (4 req/s)."
+        ),
+        "{gaps}"
+    );
+    let mut bp = demo.clone();
+    let s = &mut bp.analysis.summary;
+    let relabelled: Vec<_> = s
+        .cells
+        .iter()
+        .filter(|c| {
+            c.key.phase == ctax_schema::Phase::B
+                && c.launch.is_none()
+                && c.complete
+                && ["plain", "mooncake_both"].contains(&c.key.config.as_str())
+                && c.output_len == 256
+                && c.input_len <= 4096
+        })
+        .cloned()
+        .map(|mut c| {
+            c.key.phase = ctax_schema::Phase::Bp;
+            c.key.cell = format!("r8_i{}_o{}", c.input_len, c.output_len);
+            c.rate = 8.0;
+            c
+        })
+        .collect();
+    assert_eq!(relabelled.len(), 4, "2 configs x 2 shapes");
+    s.cells.extend(relabelled);
+    s.reference_rates
+        .saturation_rate
+        .insert("lmcache_only".into(), Some(8.0));
+    s.reference_rates
+        .saturation_rate
+        .insert("nixl_both".into(), None);
+    let gaps = degradation(&render(&bp).md());
+    assert!(!gaps.contains("did not run, although ref_load"), "{gaps}");
+    assert!(
+        gaps.contains(
+            "Phase B' has no cell of lmcache_only by rule: lmcache_only saturates at 8 req/s at \
+             or below ref_load (8 req/s), where a cell measures a queue, not a tax."
+        ),
+        "{gaps}"
+    );
+    assert!(
+        gaps.contains(
+            "Phase B' ran for mooncake_both, plain only; the seed runs it for nixl_both too: they \
+             have no B' shape taxes at ref_load (8 req/s)."
+        ),
+        "{gaps}"
+    );
+    assert!(
+        gaps.contains("Phase B' measured 2 of the seed's 3 shapes (not 32768/256)."),
+        "{gaps}"
+    );
+}
+
 #[test]
 fn missing_h4_configs_drop_figure_8_and_skips_are_listed() {
     let r = common::without_config(

@@ -1647,3 +1647,214 @@ fn end_by_holds_back_launches_that_would_end_too_late() {
         assert!(stderr(&o).contains("--end-by"), "{}", stderr(&o));
     }
 }
+
+/// B' in new launches (`--phase-b-shapes none`): a root whose Phase B ran before its profile
+/// had `[phase_bp]` gets B' alone in new launches — plain l1 and noop_connector l1 run the two
+/// B' cells at ref_load (8 req/s here) and nothing else, and the l0 launches stay byte for byte
+/// as they ran. A config that saturates at or below ref_load gets no B' cells and, with no Phase
+/// B shape either, no launch; `--phase-b-shapes 1024/32` plans that shape and the B' cells.
+/// Malformed lists are refused before anything starts. The analysis reads the root with its
+/// B'-only launches (`ctax report`).
+#[test]
+fn phase_b_prime_runs_alone_in_new_launches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("res");
+    let port = free_port();
+    let p = profile(tmp.path(), port, &[]);
+    let o = run(&p, &out, &PLAIN_NOOP_A);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The sim's own rates may coincide; the test sets ref_safe 4 and ref_load 8 (Phase A's
+    // launches as the root's file lists them, so Phase B accepts the file).
+    let rates = |sat_noop: f64| -> PathBuf {
+        let mut rr: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("reference_rates.json")).unwrap())
+                .unwrap();
+        rr["ref_safe"] = 4.0.into();
+        rr["ref_load"] = 8.0.into();
+        rr["saturation_rate"] = serde_json::json!({"plain": 16.0, "noop_connector": sat_noop});
+        let f = tmp.path().join(format!("rr_{sat_noop}.json"));
+        std::fs::write(&f, serde_json::to_vec(&rr).unwrap()).unwrap();
+        f
+    };
+    let rr = rates(16.0);
+    let phase_b = |p: &Path, rr: &Path, more: &[&str]| -> Output {
+        let mut a = vec![
+            "--configs",
+            "plain,noop_connector",
+            "--skip-stage",
+            "1",
+            "--skip-stage",
+            "4",
+            "--reference-rates",
+            rr.to_str().unwrap(),
+        ];
+        a.extend_from_slice(more);
+        run(p, &out, &a)
+    };
+    let o = phase_b(&p, &rr, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let first = run_dirs(&out);
+    assert_eq!(first.len(), 4, "{first:?}");
+    let b0: Vec<PathBuf> = first
+        .iter()
+        .filter(|d| config_of(d).phases.contains(&ctax_schema::Phase::B))
+        .cloned()
+        .collect();
+    assert_eq!(b0.len(), 2);
+    let with_bp_dir = tmp.path().join("with_bp");
+    std::fs::create_dir_all(&with_bp_dir).unwrap();
+    let with_bp = profile(
+        &with_bp_dir,
+        port,
+        &[(
+            "[phase_b]",
+            "[phase_bp]\nconfigs = [\"plain\", \"noop_connector\"]\nshapes = [[256, 32], [1024, \
+             32]]\nduration_s = 3\nwarmup_s = 1\nmin_completed = 20\nmax_cell_s = 30\n\n[phase_b]",
+        )],
+    );
+    // Refused before anything starts.
+    let before = tree(&out);
+    for (prof, args, says) in [
+        (
+            &with_bp,
+            vec!["--phase-b-shapes", "4096/256"],
+            "--phase-b-shapes 4096/256: not one of the profile's Phase B shapes (256/32, 1024/32, 256/64)",
+        ),
+        (
+            &with_bp,
+            vec!["--phase-b-shapes", "none,256/32"],
+            "`none` stands alone",
+        ),
+        (
+            &p,
+            vec!["--phase-b-shapes", "none"],
+            "the profile has no [phase_bp] section",
+        ),
+        (
+            &with_bp,
+            vec!["--phase-b-shapes", "none", "--phase-b-first", "256/32"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut a = vec!["--force-profile", "--launches", "2"];
+        a.extend(args.iter().copied());
+        let o = phase_b(prof, &rr, &a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert!(tree(&out) == before, "nothing started");
+
+    // A config saturated at ref_load: no B' cells, no launch (dry run).
+    let o = phase_b(
+        &with_bp,
+        &rates(8.0),
+        &[
+            "--force-profile",
+            "--launches",
+            "2",
+            "--phase-b-shapes",
+            "none",
+            "--dry-run",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no B' cells for noop_connector: it saturates at 8 req/s, at or below ref_load (8 req/s)"),
+        "{e}"
+    );
+    assert!(e.contains("noop_connector left out"), "{e}");
+    assert!(e.contains("plain l1: would launch (2 cells"), "{e}");
+    assert!(!e.contains("noop_connector l1"), "{e}");
+    // A shape and the B' cells (dry run).
+    let o = phase_b(
+        &with_bp,
+        &rr,
+        &[
+            "--force-profile",
+            "--launches",
+            "2",
+            "--phase-b-shapes",
+            "1024/32",
+            "--dry-run",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("only the shapes 1024/32 in this sweep's launches"),
+        "{e}"
+    );
+    for c in ["plain", "noop_connector"] {
+        assert!(e.contains(&format!("{c} l1: would launch (3 cells")), "{e}");
+    }
+    assert!(tree(&out) == before, "dry runs write nothing");
+
+    // B' alone in new launches.
+    let o = phase_b(
+        &with_bp,
+        &rr,
+        &[
+            "--force-profile",
+            "--launches",
+            "2",
+            "--phase-b-shapes",
+            "none",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no Phase B shape in this sweep's launches: only their B' cells"),
+        "{}",
+        stderr(&o)
+    );
+    let dirs = run_dirs(&out);
+    let new: Vec<&PathBuf> = dirs.iter().filter(|d| !first.contains(d)).collect();
+    assert_eq!(new.len(), 2, "plain l1 and noop_connector l1 only: {new:?}");
+    for d in &new {
+        let rc = config_of(d);
+        assert_eq!(rc.launch, 1, "{d:?}");
+        let planned: Vec<(ctax_schema::Phase, f64, u32, u32)> = rc
+            .cells
+            .iter()
+            .map(|c| (c.phase, c.cell.rate, c.cell.input_len, c.cell.output_len))
+            .collect();
+        assert_eq!(
+            planned,
+            [
+                (ctax_schema::Phase::Bp, 8.0, 256, 32),
+                (ctax_schema::Phase::Bp, 8.0, 1024, 32)
+            ],
+            "{d:?}"
+        );
+        let ran: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(ran, ["Bp/r8_i256_o32", "Bp/r8_i1024_o32"], "{d:?}");
+    }
+    for (d, t) in first.iter().zip(before_dirs(&before, &first)) {
+        assert!(tree(d) == t, "{d:?} untouched");
+    }
+    // The analysis reads B'-only launches.
+    let site = tmp.path().join("site");
+    let o = ctax_plain(&[
+        "report",
+        out.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(site.join("report.md")).unwrap();
+    assert!(md.contains("| noop_connector | B' | 8 | 256/32 |"), "{md}");
+}
+
+/// The files of each of `dirs` as `tree(root)` listed them.
+fn before_dirs(root_tree: &[(PathBuf, Vec<u8>)], dirs: &[PathBuf]) -> Vec<Vec<(PathBuf, Vec<u8>)>> {
+    dirs.iter()
+        .map(|d| {
+            root_tree
+                .iter()
+                .filter(|(p, _)| p.starts_with(d))
+                .cloned()
+                .collect()
+        })
+        .collect()
+}

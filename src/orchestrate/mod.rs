@@ -113,8 +113,18 @@ pub struct RunArgs {
     /// the other shapes keep the profile's order. Tests whether a tax depends on the cell's
     /// place in the launch (DESIGN.md §4.3 "The same cell in both phases"); each launch's
     /// `config.json` lists its cells in the order they ran.
-    #[arg(long, value_name = "IN/OUT")]
+    #[arg(long, value_name = "IN/OUT", conflicts_with = "phase_b_shapes")]
     pub phase_b_first: Option<String>,
+    /// Phase B: plan only these of the profile's `phase_b.shapes` in this sweep, in this order
+    /// (`512/256,4096/256`), or `none`: no Phase B shape, so the sweep's Phase B launches run
+    /// only their B' cells (the profile's `[phase_bp]` at ref_load, for its configs; DESIGN.md
+    /// §7 "B' in new launches"). New launches run them alone; a launch that exists keeps the
+    /// cells its own `config.json` planned. Adds B' to a root whose Phase B is done: add
+    /// `[phase_bp]` to the profile (--force-profile) and run `--phase-b-shapes none` with
+    /// --launches one above each config's Phase B launches (a `gpu_run.sh` --then chain when
+    /// the counts differ).
+    #[arg(long, value_name = "SHAPES", value_delimiter = ',')]
+    pub phase_b_shapes: Option<Vec<String>>,
     /// Phase A: run the rates in this order in every launch of this sweep (`4,6,8,2`: each of
     /// the profile's `phase_a.rates` once), the first right after the launch's warm-up. With
     /// ref_safe last it mirrors `--phase-b-first`: the cell H1 reads, after the other rates
@@ -178,6 +188,9 @@ struct Ctx {
     pub plain_last: bool,
     /// `--phase-b-first`: the Phase B shape each launch runs first.
     pub phase_b_first: Option<(u32, u32)>,
+    /// `--phase-b-shapes`: the Phase B shapes of this sweep's launches, in order (empty: only
+    /// their B' cells); `None`: the profile's, `--phase-b-first`'s first.
+    pub phase_b_shapes: Option<Vec<(u32, u32)>>,
     /// `--dry-run`: stages print their launches instead of running them.
     pub dry_run: bool,
     /// `--end-by`: the deadline, and the launches it held back.
@@ -390,8 +403,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|s| plan::parse_first_shape(s, p.phase_b.as_ref().map(|b| &b.shapes[..])))
         .transpose()?;
+    let phase_b_shapes = args
+        .phase_b_shapes
+        .as_deref()
+        .map(|a| {
+            plan::shapes_subset(
+                a,
+                p.phase_b.as_ref().map(|b| &b.shapes[..]),
+                p.phase_bp.is_some(),
+            )
+        })
+        .transpose()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    usage_ensure(
+        phase_b_shapes.is_none() || p.phase_b.is_some(),
+        "--phase-b-shapes: the profile has no phase_b section, so no Phase B launch runs".into(),
+    )?;
     let ctx = Ctx {
         phase_b_first,
+        phase_b_shapes,
         root: root.clone(),
         repo,
         profile: p,
@@ -581,52 +611,73 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 "[ctax] stage 3 skipped: ref_safe is undefined and no phase_b.rate_override is set"
             ),
             Some(rate) => {
+                let shapes: Vec<(u32, u32)> = ctx
+                    .phase_b_shapes
+                    .clone()
+                    .unwrap_or_else(|| plan::shapes_in_order(&b.shapes, ctx.phase_b_first));
                 eprintln!(
                     "[ctax] stage 3: Phase B at {} req/s{}",
                     ctax_schema::fmt_rate(rate),
-                    ctx.phase_b_first
-                        .map(|(i, o)| format!(", {i}/{o} first in every launch"))
-                        .unwrap_or_default()
+                    match (&ctx.phase_b_shapes, ctx.phase_b_first) {
+                        (Some(s), _) if s.is_empty() =>
+                            ", no Phase B shape in this sweep's launches: only their B' cells"
+                                .into(),
+                        (Some(s), _) => format!(
+                            ", only the shapes {} in this sweep's launches",
+                            plan::shapes_text(s)
+                        ),
+                        (None, Some((i, o))) => format!(", {i}/{o} first in every launch"),
+                        (None, None) => String::new(),
+                    }
                 );
                 let ref_load = refs.as_ref().and_then(|r| r.ref_load);
+                let saturation = |c: &str| {
+                    refs.as_ref()
+                        .and_then(|r| r.saturation_rate.get(c).copied().flatten())
+                };
+                let bp_rate = |c: &str| {
+                    plan::bp_rate(
+                        ctx.profile.phase_bp.as_ref(),
+                        c,
+                        rate,
+                        ref_load,
+                        saturation(c),
+                    )
+                };
                 // Configs with Phase A data (all shards' when the rates came from a merged root).
                 let with_a: Option<&Vec<String>> = refs
                     .as_ref()
                     .map(|r| &r.configs_considered)
                     .filter(|c| !c.is_empty());
-                let configs: Vec<String> = included
+                let mut configs: Vec<String> = included
                     .iter()
                     .filter(|c| !failed.contains(*c))
                     .filter(|c| with_a.is_none_or(|w| w.contains(c)))
                     .cloned()
                     .collect();
-                let cells_of = |u: &Unit| -> Vec<PlannedCell> {
-                    let mut cells: Vec<PlannedCell> =
-                        plan::shapes_in_order(&b.shapes, ctx.phase_b_first)
-                            .into_iter()
-                            .map(|(i, o)| {
-                                planned(
-                                    &ctx,
-                                    Phase::B,
-                                    Cell {
-                                        rate,
-                                        input_len: i,
-                                        output_len: o,
-                                    },
-                                    &b.timing,
-                                )
-                            })
-                            .collect();
-                    if let (Some(bp), Some(rl)) = (&ctx.profile.phase_bp, ref_load)
-                        && rl != rate
-                        && bp.configs.contains(&u.config)
-                    {
+                let cells_for = |config: &str| -> Vec<PlannedCell> {
+                    let mut cells: Vec<PlannedCell> = shapes
+                        .iter()
+                        .map(|&(i, o)| {
+                            planned(
+                                &ctx,
+                                Phase::B,
+                                Cell {
+                                    rate,
+                                    input_len: i,
+                                    output_len: o,
+                                },
+                                &b.timing,
+                            )
+                        })
+                        .collect();
+                    if let (Some(bp), Ok(load)) = (&ctx.profile.phase_bp, bp_rate(config)) {
                         cells.extend(bp.shapes.iter().map(|&(i, o)| {
                             planned(
                                 &ctx,
                                 Phase::Bp,
                                 Cell {
-                                    rate: rl,
+                                    rate: load,
                                     input_len: i,
                                     output_len: o,
                                 },
@@ -636,6 +687,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     }
                     cells
                 };
+                for c in &configs {
+                    if let Err(plan::NoBp::Saturated(s)) = bp_rate(c) {
+                        eprintln!(
+                            "[ctax] stage 3: no B' cells for {c}: it saturates at {} req/s, at or \
+                             below ref_load ({} req/s), where a cell measures a queue, not a tax",
+                            ctax_schema::fmt_rate(s),
+                            ctax_schema::fmt_rate(ref_load.unwrap_or_default())
+                        );
+                    }
+                }
+                configs.retain(|c| {
+                    let some = !cells_for(c).is_empty();
+                    if !some {
+                        eprintln!(
+                            "[ctax] stage 3: {c} left out: no Phase B shape in this sweep and no \
+                             B' cells of its own"
+                        );
+                    }
+                    some
+                });
+                let cells_of = |u: &Unit| cells_for(&u.config);
                 let mut blocks = plan::stage_plan(&ctx.profile, &configs, 3, shard, slots.len());
                 anchor::add(&ctx, &mut blocks, "B", &configs, shard, &cells_of);
                 let res = runner::run_stage(&ctx, &slots, &blocks, "B", &cells_of);

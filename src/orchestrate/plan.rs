@@ -22,7 +22,7 @@
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::profile::Profile;
+use super::profile::{PhaseBp, Profile};
 
 /// `--shard K/N` (K in 1..=N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,32 +189,112 @@ pub(crate) fn shapes_in_order(shapes: &[(u32, u32)], first: Option<(u32, u32)>) 
     out
 }
 
+/// Why a Phase B launch of a config carries no B' cells (see [`bp_rate`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum NoBp {
+    /// The profile has no `[phase_bp]`, ref_load is undefined or equals Phase B's rate.
+    NotDue,
+    /// Not one of `[phase_bp]`'s configs.
+    NotListed,
+    /// The config saturates at this rate, at or below ref_load.
+    Saturated(f64),
+}
+
+/// The rate of the B' cells a Phase B launch of `config` at `rate` also runs, or why it runs
+/// none. The seed's rule: `[phase_bp]`'s configs, at ref_load, when ref_load differs from
+/// Phase B's rate. **[differs]** never for a config that saturates at or below ref_load
+/// (`saturation`: its saturation rate from reference_rates.json): a saturated cell measures a
+/// queue that grows with the cell's length, not a tax, and the Phase A ladder skips such rates
+/// too (the seed's "skipping rates above a config's saturation").
+pub(crate) fn bp_rate(
+    bp: Option<&PhaseBp>,
+    config: &str,
+    rate: f64,
+    ref_load: Option<f64>,
+    saturation: Option<f64>,
+) -> Result<f64, NoBp> {
+    let (Some(bp), Some(load)) = (bp, ref_load) else {
+        return Err(NoBp::NotDue);
+    };
+    if (load - rate).abs() < 1e-9 {
+        return Err(NoBp::NotDue);
+    }
+    if !bp.configs.iter().any(|c| c == config) {
+        return Err(NoBp::NotListed);
+    }
+    match saturation {
+        Some(s) if s <= load + 1e-9 => Err(NoBp::Saturated(s)),
+        _ => Ok(load),
+    }
+}
+
+/// Shapes as the sweep's lines print them: `512/256, 4096/256`.
+pub(crate) fn shapes_text(shapes: &[(u32, u32)]) -> String {
+    shapes
+        .iter()
+        .map(|(i, o)| format!("{i}/{o}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One `IN/OUT` argument of `flag`, which must be one of the profile's Phase B shapes.
+fn parse_shape(flag: &str, arg: &str, shapes: Option<&[(u32, u32)]>) -> anyhow::Result<(u32, u32)> {
+    let shape = arg
+        .split_once('/')
+        .and_then(|(i, o)| Some((i.trim().parse().ok()?, o.trim().parse().ok()?)))
+        .ok_or_else(|| {
+            anyhow::anyhow!("{flag} {arg:?}: expected IN/OUT token counts, e.g. 4096/256")
+        })?;
+    let shapes = shapes
+        .ok_or_else(|| anyhow::anyhow!("{flag} {arg}: the profile has no phase_b section"))?;
+    anyhow::ensure!(
+        shapes.contains(&shape),
+        "{flag} {arg}: not one of the profile's Phase B shapes ({})",
+        shapes_text(shapes)
+    );
+    Ok(shape)
+}
+
 /// `--phase-b-first IN/OUT`: the shape, which must be one of the profile's Phase B shapes.
 pub(crate) fn parse_first_shape(
     arg: &str,
     shapes: Option<&[(u32, u32)]>,
 ) -> anyhow::Result<(u32, u32)> {
-    let listed = |s: &[(u32, u32)]| {
-        s.iter()
-            .map(|(i, o)| format!("{i}/{o}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let shape = arg
-        .split_once('/')
-        .and_then(|(i, o)| Some((i.trim().parse().ok()?, o.trim().parse().ok()?)))
-        .ok_or_else(|| {
-            anyhow::anyhow!("--phase-b-first {arg:?}: expected IN/OUT token counts, e.g. 4096/256")
-        })?;
-    let shapes = shapes.ok_or_else(|| {
-        anyhow::anyhow!("--phase-b-first {arg}: the profile has no phase_b section")
-    })?;
-    anyhow::ensure!(
-        shapes.contains(&shape),
-        "--phase-b-first {arg}: not one of the profile's Phase B shapes ({})",
-        listed(shapes)
-    );
-    Ok(shape)
+    parse_shape("--phase-b-first", arg, shapes)
+}
+
+/// `--phase-b-shapes SHAPES`: some of the profile's Phase B shapes, each once, in the order
+/// given; `none` alone: no Phase B shape, so the sweep's Phase B launches run only their B'
+/// cells, which needs a profile with a `[phase_bp]` section.
+pub(crate) fn shapes_subset(
+    args: &[String],
+    shapes: Option<&[(u32, u32)]>,
+    has_bp: bool,
+) -> anyhow::Result<Vec<(u32, u32)>> {
+    let all = args.join(",");
+    anyhow::ensure!(!args.is_empty(), "--phase-b-shapes names no shape");
+    if args.iter().any(|a| a.trim() == "none") {
+        anyhow::ensure!(
+            args.len() == 1,
+            "--phase-b-shapes {all}: `none` stands alone (no Phase B shape, only the B' cells)"
+        );
+        anyhow::ensure!(
+            has_bp,
+            "--phase-b-shapes none: the profile has no [phase_bp] section, so the launches would \
+             have no cell; add one (--force-profile) to run B' alone"
+        );
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for a in args {
+        let s = parse_shape("--phase-b-shapes", a.trim(), shapes)?;
+        anyhow::ensure!(
+            !out.contains(&s),
+            "--phase-b-shapes {all}: {a} is named twice"
+        );
+        out.push(s);
+    }
+    Ok(out)
 }
 
 /// Rates as the sweep's lines print them: `0.5, 1, 2`.
@@ -292,6 +372,85 @@ mod tests {
         let e = rates_subset(&rates, &[1.0, 1.0]).unwrap_err().to_string();
         assert!(e.contains("1 is named twice"), "{e}");
         assert!(rates_subset(&rates, &[]).is_err());
+    }
+
+    /// Some of the profile's Phase B shapes in the order given, or `none` (only the B' cells,
+    /// which needs `[phase_bp]`); a shape outside the profile, one named twice, a malformed one,
+    /// `none` beside a shape, `none` without `[phase_bp]` and an empty list are refused.
+    #[test]
+    fn phase_b_shapes_name_some_of_the_profiles_shapes_or_none() {
+        let shapes = [(512, 64), (512, 256), (4096, 256)];
+        let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let ok = |a: &[&str]| shapes_subset(&v(a), Some(&shapes), true).unwrap();
+        let err = |a: &[&str], bp: bool| {
+            shapes_subset(&v(a), Some(&shapes), bp)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(ok(&["4096/256", "512/64"]), vec![(4096, 256), (512, 64)]);
+        assert_eq!(ok(&["none"]), Vec::<(u32, u32)>::new());
+        let e = err(&["512/1024"], true);
+        assert!(
+            e.contains(
+                "512/1024: not one of the profile's Phase B shapes (512/64, 512/256, 4096/256)"
+            ),
+            "{e}"
+        );
+        assert!(err(&["512/64", "512/64"], true).contains("512/64 is named twice"));
+        assert!(err(&["512x64"], true).contains("expected IN/OUT token counts"));
+        assert!(err(&["none", "512/64"], true).contains("`none` stands alone"));
+        assert!(err(&["none"], false).contains("no [phase_bp] section"));
+        assert!(err(&[], true).contains("names no shape"));
+        let e = shapes_subset(&v(&["512/64"]), None, true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no phase_b section"), "{e}");
+    }
+
+    /// B' rides on a Phase B launch of `[phase_bp]`'s configs when ref_load differs from
+    /// Phase B's rate, and not for a config that saturates at or below ref_load.
+    #[test]
+    fn bp_cells_are_due_for_the_listed_configs_below_their_saturation() {
+        let bp = PhaseBp {
+            configs: vec![
+                "plain".into(),
+                "mooncake_both".into(),
+                "lmcache_only".into(),
+            ],
+            shapes: vec![(512, 256), (4096, 256)],
+            timing: super::super::profile::Timing {
+                duration_s: 40.0,
+                warmup_s: 5.0,
+                min_completed: 80,
+                max_cell_s: 240.0,
+            },
+        };
+        let b = Some(&bp);
+        assert_eq!(bp_rate(b, "plain", 2.0, Some(6.0), Some(8.0)), Ok(6.0));
+        assert_eq!(bp_rate(b, "mooncake_both", 2.0, Some(6.0), None), Ok(6.0));
+        // The archive's lmcache_only saturates at 4 req/s, below ref_load 6; at 6 itself too.
+        assert_eq!(
+            bp_rate(b, "lmcache_only", 2.0, Some(6.0), Some(4.0)),
+            Err(NoBp::Saturated(4.0))
+        );
+        assert_eq!(
+            bp_rate(b, "lmcache_only", 2.0, Some(6.0), Some(6.0)),
+            Err(NoBp::Saturated(6.0))
+        );
+        assert_eq!(
+            bp_rate(b, "lmcache_only", 2.0, Some(6.0), Some(8.0)),
+            Ok(6.0)
+        );
+        assert_eq!(
+            bp_rate(b, "noop_connector", 2.0, Some(6.0), None),
+            Err(NoBp::NotListed)
+        );
+        assert_eq!(bp_rate(b, "plain", 6.0, Some(6.0), None), Err(NoBp::NotDue));
+        assert_eq!(bp_rate(b, "plain", 2.0, None, None), Err(NoBp::NotDue));
+        assert_eq!(
+            bp_rate(None, "plain", 2.0, Some(6.0), None),
+            Err(NoBp::NotDue)
+        );
     }
 
     /// The archive's rates 2, 4, 6, 8 with ref_safe last; a rate not in the profile, one named

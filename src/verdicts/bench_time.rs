@@ -5,14 +5,20 @@
 //! profile's `launches` (replicates, anchors, repeated configs), so the sum of its manifest
 //! durations measures the archive, not the bench, and passes 6 h as soon as enough replicates
 //! land. One bench is: every included config's pre-flight once, then, per planned stage
-//! (Phase A always, Phase B when the profile has it; Phase B' cells run inside Phase B's
-//! launches), `launches` launches of every included config, one after another on one GPU.
-//! A launch costs the median duration of that (stage, config)'s launches in the manifest; a
-//! (stage, config) pair the archive has no launch of costs the median of the stage's other
-//! configs (*extrapolated*, and said so); a planned stage with no launch at all cannot be
-//! estimated.
+//! (Phase A always, Phase B when the profile has it), `launches` launches of every included
+//! config, one after another on one GPU. A launch costs the median duration of that (stage,
+//! config)'s launches in the manifest; a (stage, config) pair the archive has no launch of costs
+//! the median of the stage's other configs (*extrapolated*, and said so); a planned stage with
+//! no launch at all cannot be estimated.
+//!
+//! Phase B' (the profile's `[phase_bp]`, due when ref_load ≠ ref_safe) runs inside Phase B's
+//! launches in a bench. A root that added it later ran it in Phase B launches of its own
+//! (`ctax run --phase-b-shapes none`): those launches are left out of Phase B's medians and
+//! cost B' as its own part, server start included (an over-estimate, said so); without any, B'
+//! is a planned part not estimated. Configs that get no B' cells by rule (saturated at or
+//! below ref_load: `orchestrate::plan::bp_rate`) cost nothing there.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ctax_schema::STAGE_PREFLIGHT as PREFLIGHT;
 use ctax_schema::{ManifestRow, RowStatus, STAGE_A, STAGE_B};
@@ -29,8 +35,31 @@ struct Plan {
     #[serde(default)]
     phase_b: Option<toml::Value>,
     #[serde(default)]
+    phase_bp: Option<PlanBp>,
+    #[serde(default)]
     slots: Option<SlotsPlan>,
 }
+
+/// `[phase_bp]`: the configs B' runs for.
+#[derive(Deserialize)]
+struct PlanBp {
+    configs: Vec<String>,
+}
+
+/// What SC7 needs to know of Phase B' beyond the manifest (read by `criteria::sc7` from the
+/// run directories and reference_rates.json).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BpFacts {
+    /// ref_load differs from ref_safe, so a bench runs the profile's B' cells.
+    pub due: bool,
+    /// Phase B launch directories that planned only B' cells.
+    pub bp_only_dirs: BTreeSet<String>,
+    /// Configs with no B' cells by rule: each saturates at or below ref_load.
+    pub saturated: Vec<String>,
+}
+
+/// The stage name of B' launches of their own (the manifest records them as Phase B's).
+pub(crate) const STAGE_BP: &str = "3 Phase B'";
 
 /// `[slots]`: how many GPUs the bench spreads its launches over.
 #[derive(Deserialize)]
@@ -74,6 +103,9 @@ pub(crate) struct BenchTime {
     pub stages: Vec<StageTime>,
     /// Planned stages without any launch in the manifest: not in the estimate.
     pub missing_stages: Vec<&'static str>,
+    /// `[phase_bp]`'s configs that get no B' cells by rule (saturated at or below ref_load),
+    /// when B' is planned.
+    pub bp_by_rule: Vec<String>,
     /// Total seconds of one bench, one launch after another on one GPU.
     pub total_s: f64,
     /// The least it can take on `gpus` GPUs: pre-flight + the launches perfectly packed.
@@ -84,7 +116,11 @@ pub(crate) struct BenchTime {
 }
 
 /// One bench's duration from `manifest` and the root's profile text.
-pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> BenchTime {
+pub(crate) fn one_bench(
+    manifest: &[ManifestRow],
+    profile: Option<&str>,
+    bp: &BpFacts,
+) -> BenchTime {
     let (plan, profile_error) = match profile.map(toml::from_str::<Plan>) {
         Some(Ok(p)) => (Some(p), None),
         Some(Err(e)) => (None, Some(e.message().to_string())),
@@ -134,13 +170,40 @@ pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> Benc
         .filter_map(|c| decided.get(c.as_str()))
         .map(|r| r.duration_s)
         .sum();
-    let planned: Vec<&'static str> = match &plan {
+    let mut planned: Vec<&'static str> = match &plan {
         Some(p) if p.phase_b.is_some() => vec![STAGE_A, STAGE_B],
         Some(_) => vec![STAGE_A],
         None => [STAGE_A, STAGE_B]
             .into_iter()
             .filter(|s| manifest.iter().any(|r| r.stage == *s))
             .collect(),
+    };
+    let bp_configs: Vec<String> = match &plan {
+        Some(Plan {
+            phase_b: Some(_),
+            phase_bp: Some(b),
+            ..
+        }) if bp.due => configs
+            .iter()
+            .filter(|c| b.configs.contains(c) && !bp.saturated.contains(c))
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
+    if !bp_configs.is_empty() {
+        planned.push(STAGE_BP);
+    }
+    let bp_by_rule: Vec<String> = match &plan {
+        Some(Plan {
+            phase_b: Some(_),
+            phase_bp: Some(b),
+            ..
+        }) if bp.due => configs
+            .iter()
+            .filter(|c| b.configs.contains(c) && bp.saturated.contains(c))
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
     };
     let mut phase_a = launches_of(manifest, STAGE_A);
     // A config whose every Phase A launch failed is not run in Phase B (`ctax run`).
@@ -159,16 +222,23 @@ pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> Benc
     let mut stages = Vec::new();
     let mut missing_stages = Vec::new();
     for stage in planned {
-        let (run, dropped): (Vec<String>, Vec<String>) = configs
+        let of_stage = if stage == STAGE_BP {
+            &bp_configs
+        } else {
+            &configs
+        };
+        let (run, dropped): (Vec<String>, Vec<String>) = of_stage
             .iter()
             .cloned()
             .partition(|c| stage == STAGE_A || !failed_in_a.contains(c));
         // Phase A's launches are read once: for the failures above and for its time here.
-        let dirs = if stage == STAGE_A {
+        let mut dirs = if stage == STAGE_A {
             std::mem::take(&mut phase_a)
         } else {
-            launches_of(manifest, stage)
+            launches_of(manifest, STAGE_B)
         };
+        // B' launches of their own: B' alone, never Phase B's medians.
+        dirs.retain(|(_, dir), _| bp.bp_only_dirs.contains(*dir) == (stage == STAGE_BP));
         match stage_time(dirs, stage, &run) {
             Some(mut t) => {
                 t.dropped = dropped;
@@ -194,6 +264,7 @@ pub(crate) fn one_bench(manifest: &[ManifestRow], profile: Option<&str>) -> Benc
         preflight_s,
         stages,
         missing_stages,
+        bp_by_rule,
         total_s,
         archive_s: manifest.iter().map(|r| r.duration_s).sum(),
         rows: manifest.len(),
@@ -330,6 +401,12 @@ impl BenchTime {
                     s.dropped.join(", ")
                 ));
             }
+            if s.stage == STAGE_BP {
+                t.push_str(
+                    "; B' launches of their own, server start included: an over-estimate, since a \
+                     bench runs B' inside Phase B's launches",
+                );
+            }
             t.push(')');
             terms.push(t);
         }
@@ -340,6 +417,12 @@ impl BenchTime {
                 self.gpus,
                 self.packed_s / 3600.0,
                 self.hours()
+            ));
+        }
+        if !self.bp_by_rule.is_empty() {
+            out.push_str(&format!(
+                "; no B' cells by rule for {} (saturated at or below ref_load)",
+                self.bp_by_rule.join(", ")
             ));
         }
         if !self.missing_stages.is_empty() {
@@ -423,7 +506,7 @@ mod tests {
             row(STAGE_A, "b", "b0", RowStatus::Failed, 90.0),
             row(STAGE_B, "plain", "pb0", RowStatus::Ok, 600.0),
         ];
-        let t = one_bench(&m, Some(PROFILE));
+        let t = one_bench(&m, Some(PROFILE), &BpFacts::default());
         assert!(t.from_profile);
         assert_eq!(t.configs, ["plain", "a", "b", "extra"]);
         assert_eq!(t.preflight_s, 65.0);
@@ -457,7 +540,7 @@ mod tests {
             .map(|i| row(STAGE_A, "plain", &format!("p{i}"), RowStatus::Ok, 360.0))
             .collect();
         let profile = "configs = [\"plain\"]\nlaunches = 2\n";
-        let t = one_bench(&m, Some(profile));
+        let t = one_bench(&m, Some(profile), &BpFacts::default());
         assert_eq!(t.total_s, 720.0);
         assert_eq!(t.archive_s, 3600.0);
         assert!(
@@ -473,10 +556,10 @@ mod tests {
     #[test]
     fn a_planned_stage_without_launches_is_not_estimated() {
         let m = vec![row(STAGE_A, "plain", "p0", RowStatus::Ok, 300.0)];
-        let t = one_bench(&m, Some(PROFILE));
+        let t = one_bench(&m, Some(PROFILE), &BpFacts::default());
         assert_eq!(t.missing_stages, [STAGE_B]);
         assert!(t.describe().contains("not estimated: Phase B"));
-        let t = one_bench(&m, None);
+        let t = one_bench(&m, None, &BpFacts::default());
         assert!(!t.from_profile);
         assert!(t.missing_stages.is_empty());
         assert_eq!(t.total_s, 300.0);
@@ -493,7 +576,11 @@ mod tests {
             row(STAGE_A, "a", "a0", RowStatus::Incomplete, 500.0),
             row(STAGE_A, "b", "b0", RowStatus::Interrupted, 20.0),
         ];
-        let t = one_bench(&m, Some("configs = [\"plain\", \"a\", \"b\"]\n"));
+        let t = one_bench(
+            &m,
+            Some("configs = [\"plain\", \"a\", \"b\"]\n"),
+            &BpFacts::default(),
+        );
         assert_eq!(t.stages[0].round_s, 1200.0);
         assert_eq!(t.stages[0].extrapolated, ["b"]);
         assert!(t.stages[0].dropped.is_empty());
@@ -508,7 +595,7 @@ mod tests {
             row(STAGE_A, "plain", "p0", RowStatus::Ok, 600.0),
         ];
         let profile = "configs = [\"plain\"]\nlaunches = 2\n[slots]\ngpus = [0, 1]\n";
-        let t = one_bench(&m, Some(profile));
+        let t = one_bench(&m, Some(profile), &BpFacts::default());
         assert_eq!(t.gpus, 2);
         assert_eq!(t.total_s, 1210.0);
         assert_eq!(t.packed_s, 610.0);
@@ -519,11 +606,70 @@ mod tests {
         );
     }
 
+    /// Phase B' by hand. Profile: configs plain, a, sat; one launch each; `[phase_bp]` for all
+    /// three. Phase A: 100 s each (round 300). Phase B launches: plain p0 600 s, a a0 700 s, sat
+    /// none; B'-only launches (their own directories): plain p1 200 s, a a1 300 s. sat saturates
+    /// at or below ref_load: no B' cells by rule. Phase B round: plain 600 + a 700 + sat
+    /// extrapolated at the median of {600, 700} = 650 → 1950 s (p1 and a1 are not Phase B's);
+    /// B' round: 200 + 300 = 500 s. Total 300 + 1950 + 500 = 2750 s. With ref_load = ref_safe
+    /// (not due) B' is not planned: 300 + 1950 = 2250 s. Due without any B' launch: B' is a
+    /// planned part not estimated.
+    #[test]
+    fn phase_b_prime_by_hand() {
+        let profile = "configs = [\"plain\", \"a\", \"sat\"]\n[phase_b]\nshapes = [[512, 64]]\n\
+                       [phase_bp]\nconfigs = [\"plain\", \"a\", \"sat\"]\nshapes = [[512, 256]]\n";
+        let mut m = vec![
+            row(STAGE_A, "plain", "pa", RowStatus::Ok, 100.0),
+            row(STAGE_A, "a", "aa", RowStatus::Ok, 100.0),
+            row(STAGE_A, "sat", "sa", RowStatus::Ok, 100.0),
+            row(STAGE_B, "plain", "p0", RowStatus::Ok, 600.0),
+            row(STAGE_B, "a", "a0", RowStatus::Ok, 700.0),
+        ];
+        let due = BpFacts {
+            due: true,
+            bp_only_dirs: ["p1", "a1"].iter().map(|s| (*s).to_string()).collect(),
+            saturated: vec!["sat".into()],
+        };
+        let t = one_bench(&m, Some(profile), &due);
+        assert_eq!(t.missing_stages, vec![STAGE_BP], "due, no B' launch yet");
+        assert_eq!(t.total_s, 2250.0);
+        assert!(
+            t.describe()
+                .contains("not estimated: Phase B' (planned, no launch yet)"),
+            "{}",
+            t.describe()
+        );
+        m.push(row(STAGE_B, "plain", "p1", RowStatus::Ok, 200.0));
+        m.push(row(STAGE_B, "a", "a1", RowStatus::Ok, 300.0));
+        let t = one_bench(&m, Some(profile), &due);
+        assert!(t.missing_stages.is_empty());
+        let b = t.stages.iter().find(|s| s.stage == STAGE_B).unwrap();
+        assert_eq!(b.round_s, 1950.0);
+        assert_eq!(b.extrapolated, vec!["sat".to_string()]);
+        assert_eq!(b.launches_read, 2);
+        let bp = t.stages.iter().find(|s| s.stage == STAGE_BP).unwrap();
+        assert_eq!(bp.round_s, 500.0);
+        assert_eq!(bp.measured, vec!["plain".to_string(), "a".to_string()]);
+        assert_eq!(t.total_s, 2750.0);
+        assert_eq!(t.bp_by_rule, vec!["sat".to_string()]);
+        let d = t.describe();
+        assert!(d.contains("1 x Phase B' 8 min"), "{d}");
+        assert!(d.contains("an over-estimate"), "{d}");
+        assert!(d.contains("no B' cells by rule for sat"), "{d}");
+        let not_due = BpFacts {
+            due: false,
+            ..due.clone()
+        };
+        let t = one_bench(&m, Some(profile), &not_due);
+        assert_eq!(t.total_s, 2250.0);
+        assert!(t.stages.iter().all(|s| s.stage != STAGE_BP));
+    }
+
     /// A profile that does not parse is named with its error, not silently ignored.
     #[test]
     fn an_unreadable_profile_is_named() {
         let m = vec![row(STAGE_A, "plain", "p0", RowStatus::Ok, 300.0)];
-        let t = one_bench(&m, Some("configs = 3\n"));
+        let t = one_bench(&m, Some("configs = 3\n"), &BpFacts::default());
         assert!(!t.from_profile);
         assert!(t.profile_error.is_some());
         assert!(

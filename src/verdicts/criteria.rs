@@ -311,6 +311,42 @@ fn never_served(ds: &Dataset, run: &crate::ingest::Run) -> Option<String> {
     })
 }
 
+/// Phase B' as SC7 reads it: due when ref_load ≠ ref_safe; the Phase B launch directories
+/// that planned only B' cells; the configs that saturate at or below ref_load (no B' cells).
+fn bp_facts(ds: &Dataset) -> bench_time::BpFacts {
+    let refs = ds.reference_rates.as_ref();
+    let load = refs.and_then(|r| r.ref_load);
+    let due = matches!(
+        (refs.and_then(|r| r.ref_safe), load),
+        (Some(s), Some(l)) if (s - l).abs() > 1e-9
+    );
+    let bp_only_dirs = ds
+        .runs
+        .iter()
+        .filter(|r| {
+            r.run_config.as_ref().is_some_and(|c| {
+                !c.cells.is_empty() && c.cells.iter().all(|p| p.phase == ctax_schema::Phase::Bp)
+            })
+        })
+        .map(|r| r.dir_name.clone())
+        .collect();
+    let saturated = refs
+        .zip(load)
+        .map(|(r, l)| {
+            r.saturation_rate
+                .iter()
+                .filter(|(_, s)| s.is_some_and(|s| s <= l + 1e-9))
+                .map(|(c, _)| c.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    bench_time::BpFacts {
+        due,
+        bp_only_dirs,
+        saturated,
+    }
+}
+
 fn sc7(ds: &Dataset) -> Verdict {
     let d = Draft {
         id: "sc7",
@@ -323,7 +359,7 @@ fn sc7(ds: &Dataset) -> Verdict {
         return d.not_testable("no manifest.jsonl: durations unknown");
     }
     // One bench, not the archive: sessions add launches beyond the profile's plan.
-    let t = bench_time::one_bench(&ds.manifest, ds.profile.as_deref());
+    let t = bench_time::one_bench(&ds.manifest, ds.profile.as_deref(), &bp_facts(ds));
     if t.stages.is_empty() {
         return d.not_testable("no launch in manifest.jsonl: durations unknown");
     }

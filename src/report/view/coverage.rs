@@ -168,15 +168,84 @@ pub(super) fn gaps(r: &AnalysisResult) -> Vec<String> {
     let refs = &r.summary.reference_rates;
     if let (Some(safe), Some(load)) = (refs.ref_safe, refs.ref_load)
         && (safe - load).abs() > 1e-9
-        && measured(r, Phase::Bp).next().is_none()
     {
+        if measured(r, Phase::Bp).next().is_none() {
+            out.push(format!(
+                "Phase B' (the seed's shapes {} at ref_load for {}) did not run, although \
+                 ref_load ({} req/s) differs from ref_safe ({} req/s).",
+                list(&seed.phase_bp.shapes, |s| shape(*s)),
+                seed.phase_bp.configs.join(", "),
+                fmt::rate(load),
+                fmt::rate(safe)
+            ));
+        } else {
+            out.extend(bp_gaps(r, &seed.phase_bp, load));
+        }
+    }
+    out
+}
+
+/// Where Phase B' ran: the seed's B' configs with Phase A data but no B' cell (those that
+/// saturate at or below ref_load get none, by rule: `orchestrate::plan::bp_rate`), and its
+/// shapes no config measured.
+fn bp_gaps(r: &AnalysisResult, seed: &SeedBp, load: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    let with_bp: BTreeSet<&str> = measured(r, Phase::Bp)
+        .map(|c| c.key.config.as_str())
+        .collect();
+    let with_a: BTreeSet<&str> = measured(r, Phase::A)
+        .map(|c| c.key.config.as_str())
+        .collect();
+    let saturation = |c: &str| {
+        r.summary
+            .reference_rates
+            .saturation_rate
+            .get(c)
+            .copied()
+            .flatten()
+    };
+    let (saturated, missing): (Vec<&str>, Vec<&str>) = seed
+        .configs
+        .iter()
+        .map(String::as_str)
+        .filter(|c| with_a.contains(c) && !with_bp.contains(c))
+        .partition(|c| saturation(c).is_some_and(|s| s <= load + 1e-9));
+    if !saturated.is_empty() {
         out.push(format!(
-            "Phase B' (the seed's shapes {} at ref_load for {}) did not run, although ref_load \
-             ({} req/s) differs from ref_safe ({} req/s).",
-            list(&seed.phase_bp.shapes, |s| shape(*s)),
-            seed.phase_bp.configs.join(", "),
-            fmt::rate(load),
-            fmt::rate(safe)
+            "Phase B' has no cell of {} by rule: {} at or below ref_load ({} req/s), where a \
+             cell measures a queue, not a tax.",
+            saturated.join(", "),
+            list(&saturated, |c| format!(
+                "{c} saturates at {} req/s",
+                fmt::rate(saturation(c).unwrap_or_default())
+            )),
+            fmt::rate(load)
+        ));
+    }
+    if !missing.is_empty() {
+        out.push(format!(
+            "Phase B' ran for {} only; the seed runs it for {} too: they have no B' shape \
+             taxes at ref_load ({} req/s).",
+            with_bp.iter().copied().collect::<Vec<_>>().join(", "),
+            missing.join(", "),
+            fmt::rate(load)
+        ));
+    }
+    let shapes: BTreeSet<(u32, u32)> = measured(r, Phase::Bp)
+        .map(|c| (c.input_len, c.output_len))
+        .collect();
+    let absent: Vec<(u32, u32)> = seed
+        .shapes
+        .iter()
+        .copied()
+        .filter(|s| !shapes.contains(s))
+        .collect();
+    if !absent.is_empty() {
+        out.push(format!(
+            "Phase B' measured {} of the seed's {} shapes (not {}).",
+            shapes.len(),
+            seed.shapes.len(),
+            list(&absent, |s| shape(*s))
         ));
     }
     out
