@@ -521,7 +521,7 @@ fn phase_b_prime_gaps_name_configs_left_out_by_rule_and_missing_ones() {
     );
     assert!(
         gaps.contains(
-            "Phase B' ran for mooncake_both, plain only; the seed runs it for nixl_both too: they \
+            "Phase B' ran for plain, mooncake_both only; the seed runs it for nixl_both too: they \
              have no B' shape taxes at ref_load (8 req/s)."
         ),
         "{gaps}"

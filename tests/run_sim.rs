@@ -1741,8 +1741,33 @@ fn phase_b_prime_runs_alone_in_new_launches() {
         let o = phase_b(prof, &rr, &a);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        // Each one before the root is touched (--force-profile would replace profile.toml).
+        assert!(tree(&out) == before, "{args:?}: nothing written");
     }
-    assert!(tree(&out) == before, "nothing started");
+    // B' not due (ref_load = Phase B's rate): said, and nothing to run (dry run).
+    let same = tmp.path().join("rr_same.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&rr).unwrap()).unwrap();
+    v["ref_load"] = 4.0.into();
+    std::fs::write(&same, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = phase_b(
+        &with_bp,
+        &same,
+        &[
+            "--force-profile",
+            "--launches",
+            "2",
+            "--phase-b-shapes",
+            "none",
+            "--dry-run",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("B' is not due: ref_load is 4 req/s and Phase B runs at 4 req/s"),
+        "{e}"
+    );
+    assert!(!e.contains("would launch"), "{e}");
 
     // A config saturated at ref_load: no B' cells, no launch (dry run).
     let o = phase_b(

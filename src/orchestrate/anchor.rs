@@ -7,7 +7,8 @@
 //! same machine** (`placement.machine_id`, the kernel's boot id), and a config measured on a
 //! machine where plain never ran gives no tax.
 //!
-//! The rule, per stage (Phase A; Phase B, whose launches also carry B'): when this invocation
+//! The rule, per stage (Phase A; Phase B, whose launches carry B' too, or only B' with
+//! `--phase-b-shapes none`): when this invocation
 //! will run a non-plain launch of the stage, the results root holds no plain launch of the stage
 //! recorded on this machine whose own plan holds every cell of the sweep's plain plan (a launch
 //! without a `machine_id` counts as another machine; one made before rates were added to the

@@ -6,7 +6,7 @@
 //! | 0 | pre-flight (verify scripts → preflight_status.json) + step-timing plugin install | [`preflight`], [`stage0_plugin`] |
 //! | 1 | Phase A over all included configs, seeded random order, launches interleaved | [`plan`], [`runner`] |
 //! | 2 | reference rates (the analysis engine's code) → reference_rates.json | [`stages::reference_rates`] |
-//! | 3 | Phase B at ref_safe (+ B' at ref_load for the priority configs when they differ) | [`plan`], [`runner`] |
+//! | 3 | Phase B at ref_safe (+ B' at ref_load for the priority configs when they differ, unless a config saturates there; `--phase-b-shapes`: some shapes, or B' alone) | [`plan`], [`runner`] |
 //! | 4 | plugin removal, analysis, report | [`stages::analyze_and_report`] |
 //!
 //! Files, one job each: [`plan`] (which launch runs where: order, shard, slot, calibration),
@@ -263,6 +263,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         (None, None) => Ok(p.phase_a.rates.clone()),
     }
     .map_err(|e| UsageError(format!("{e:#}")))?;
+    // The Phase B shapes of this sweep, checked against the profile before the root is touched.
+    let phase_b_first = args
+        .phase_b_first
+        .as_deref()
+        .map(|s| plan::parse_first_shape(s, p.phase_b.as_ref().map(|b| &b.shapes[..])))
+        .transpose()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    let phase_b_shapes = args
+        .phase_b_shapes
+        .as_deref()
+        .map(|a| {
+            plan::shapes_subset(
+                a,
+                p.phase_b.as_ref().map(|b| &b.shapes[..]),
+                p.phase_bp.as_ref().map(|bp| &bp.configs[..]),
+            )
+        })
+        .transpose()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
     let shard = args.shard.unwrap_or(Shard::WHOLE);
     let root = args.out.clone();
     let dry = args.dry_run;
@@ -398,27 +417,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !shard.is_whole() {
         eprintln!("[ctax] shard {shard}: this host runs its part of the plan");
     }
-    let phase_b_first = args
-        .phase_b_first
-        .as_deref()
-        .map(|s| plan::parse_first_shape(s, p.phase_b.as_ref().map(|b| &b.shapes[..])))
-        .transpose()?;
-    let phase_b_shapes = args
-        .phase_b_shapes
-        .as_deref()
-        .map(|a| {
-            plan::shapes_subset(
-                a,
-                p.phase_b.as_ref().map(|b| &b.shapes[..]),
-                p.phase_bp.is_some(),
-            )
-        })
-        .transpose()
-        .map_err(|e| UsageError(format!("{e:#}")))?;
-    usage_ensure(
-        phase_b_shapes.is_none() || p.phase_b.is_some(),
-        "--phase-b-shapes: the profile has no phase_b section, so no Phase B launch runs".into(),
-    )?;
     let ctx = Ctx {
         phase_b_first,
         phase_b_shapes,
@@ -687,6 +685,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     }
                     cells
                 };
+                if ctx.phase_b_shapes.as_ref().is_some_and(Vec::is_empty)
+                    && bp_rate("plain") == Err(plan::NoBp::NotDue)
+                {
+                    eprintln!(
+                        "[ctax] stage 3: B' is not due: ref_load is {} and Phase B runs at {} \
+                         req/s (B' runs at ref_load when the two differ), so with \
+                         --phase-b-shapes none this sweep has no cell to run",
+                        ref_load.map_or("undefined".into(), |l| format!(
+                            "{} req/s",
+                            ctax_schema::fmt_rate(l)
+                        )),
+                        ctax_schema::fmt_rate(rate)
+                    );
+                }
                 for c in &configs {
                     if let Err(plan::NoBp::Saturated(s)) = bp_rate(c) {
                         eprintln!(

@@ -265,23 +265,35 @@ pub(crate) fn parse_first_shape(
 
 /// `--phase-b-shapes SHAPES`: some of the profile's Phase B shapes, each once, in the order
 /// given; `none` alone: no Phase B shape, so the sweep's Phase B launches run only their B'
-/// cells, which needs a profile with a `[phase_bp]` section.
+/// cells, which needs a `[phase_bp]` section (`bp_configs`) that lists plain, the baseline of
+/// every B' tax (without it the machine would get no plain B' launch: the anchor rule adds plain
+/// only when plain has cells to run).
 pub(crate) fn shapes_subset(
     args: &[String],
     shapes: Option<&[(u32, u32)]>,
-    has_bp: bool,
+    bp_configs: Option<&[String]>,
 ) -> anyhow::Result<Vec<(u32, u32)>> {
     let all = args.join(",");
     anyhow::ensure!(!args.is_empty(), "--phase-b-shapes names no shape");
+    anyhow::ensure!(
+        shapes.is_some(),
+        "--phase-b-shapes {all}: the profile has no phase_b section, so no Phase B launch runs"
+    );
     if args.iter().any(|a| a.trim() == "none") {
         anyhow::ensure!(
             args.len() == 1,
             "--phase-b-shapes {all}: `none` stands alone (no Phase B shape, only the B' cells)"
         );
+        let Some(bp) = bp_configs else {
+            anyhow::bail!(
+                "--phase-b-shapes none: the profile has no [phase_bp] section, so the launches \
+                 would have no cell; add one (--force-profile) to run B' alone"
+            );
+        };
         anyhow::ensure!(
-            has_bp,
-            "--phase-b-shapes none: the profile has no [phase_bp] section, so the launches would \
-             have no cell; add one (--force-profile) to run B' alone"
+            bp.iter().any(|c| c == "plain"),
+            "--phase-b-shapes none: [phase_bp] does not list plain, the baseline of every B' \
+             tax, so no machine would get a plain launch of the B' cells"
         );
         return Ok(Vec::new());
     }
@@ -375,18 +387,22 @@ mod tests {
     }
 
     /// Some of the profile's Phase B shapes in the order given, or `none` (only the B' cells,
-    /// which needs `[phase_bp]`); a shape outside the profile, one named twice, a malformed one,
-    /// `none` beside a shape, `none` without `[phase_bp]` and an empty list are refused.
+    /// which needs `[phase_bp]` with plain); a shape outside the profile, one named twice, a
+    /// malformed one, `none` beside a shape, `none` without `[phase_bp]` or without plain in it,
+    /// any of them without a phase_b section, and an empty list are refused.
     #[test]
     fn phase_b_shapes_name_some_of_the_profiles_shapes_or_none() {
         let shapes = [(512, 64), (512, 256), (4096, 256)];
         let v = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let ok = |a: &[&str]| shapes_subset(&v(a), Some(&shapes), true).unwrap();
-        let err = |a: &[&str], bp: bool| {
+        let with_plain = v(&["plain", "mooncake_both"]);
+        let without_plain = v(&["mooncake_both"]);
+        let ok = |a: &[&str]| shapes_subset(&v(a), Some(&shapes), Some(&with_plain)).unwrap();
+        let err_with = |a: &[&str], bp: Option<&[String]>| {
             shapes_subset(&v(a), Some(&shapes), bp)
                 .unwrap_err()
                 .to_string()
         };
+        let err = |a: &[&str], bp: bool| err_with(a, bp.then_some(&with_plain[..]));
         assert_eq!(ok(&["4096/256", "512/64"]), vec![(4096, 256), (512, 64)]);
         assert_eq!(ok(&["none"]), Vec::<(u32, u32)>::new());
         let e = err(&["512/1024"], true);
@@ -400,11 +416,14 @@ mod tests {
         assert!(err(&["512x64"], true).contains("expected IN/OUT token counts"));
         assert!(err(&["none", "512/64"], true).contains("`none` stands alone"));
         assert!(err(&["none"], false).contains("no [phase_bp] section"));
+        assert!(err_with(&["none"], Some(&without_plain)).contains("does not list plain"));
         assert!(err(&[], true).contains("names no shape"));
-        let e = shapes_subset(&v(&["512/64"]), None, true)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("no phase_b section"), "{e}");
+        for a in [&["512/64"][..], &["none"][..]] {
+            let e = shapes_subset(&v(a), None, Some(&with_plain))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("no phase_b section"), "{e}");
+        }
     }
 
     /// B' rides on a Phase B launch of `[phase_bp]`'s configs when ref_load differs from

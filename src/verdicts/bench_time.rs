@@ -12,11 +12,14 @@
 //! no launch at all cannot be estimated.
 //!
 //! Phase B' (the profile's `[phase_bp]`, due when ref_load ≠ ref_safe) runs inside Phase B's
-//! launches in a bench. A root that added it later ran it in Phase B launches of its own
-//! (`ctax run --phase-b-shapes none`): those launches are left out of Phase B's medians and
-//! cost B' as its own part, server start included (an over-estimate, said so); without any, B'
-//! is a planned part not estimated. Configs that get no B' cells by rule (saturated at or
-//! below ref_load: `orchestrate::plan::bp_rate`) cost nothing there.
+//! launches in a bench. Phase B's medians read only launches that planned every Phase B shape
+//! of the profile (a `--phase-b-shapes` subset is not a bench's launch); for a config with B'
+//! due, only those of them that also carried its B' cells when it has any (its B' is then
+//! costed there). A root that added B' later ran it in Phase B launches of their own (`ctax run
+//! --phase-b-shapes none`): for the configs without a Phase B launch that carried B', those
+//! cost B' as a part of its own, server start included (an over-estimate, said so); without
+//! any, B' is a planned part not estimated. Configs that get no B' cells by rule (saturated at
+//! or below ref_load: `orchestrate::plan::bp_rate`) cost nothing there.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -33,11 +36,20 @@ struct Plan {
     #[serde(default = "one")]
     launches: u32,
     #[serde(default)]
-    phase_b: Option<toml::Value>,
+    phase_b: Option<PlanB>,
     #[serde(default)]
     phase_bp: Option<PlanBp>,
     #[serde(default)]
     slots: Option<SlotsPlan>,
+}
+
+/// `[phase_b]`: its shapes and rate override (other keys ignored).
+#[derive(Deserialize)]
+struct PlanB {
+    #[serde(default)]
+    shapes: Vec<(u32, u32)>,
+    #[serde(default)]
+    rate_override: Option<f64>,
 }
 
 /// `[phase_bp]`: the configs B' runs for.
@@ -50,12 +62,24 @@ struct PlanBp {
 /// run directories and reference_rates.json).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BpFacts {
-    /// ref_load differs from ref_safe, so a bench runs the profile's B' cells.
-    pub due: bool,
-    /// Phase B launch directories that planned only B' cells.
-    pub bp_only_dirs: BTreeSet<String>,
+    /// The root's reference rates: B' is due when ref_load differs from Phase B's rate
+    /// (`phase_b.rate_override`, else ref_safe), as `ctax run` decides.
+    pub ref_safe: Option<f64>,
+    pub ref_load: Option<f64>,
+    /// What each launch directory planned (its `config.json`): directories not listed are read
+    /// as full Phase B launches without B'.
+    pub dirs: BTreeMap<String, PlannedB>,
     /// Configs with no B' cells by rule: each saturates at or below ref_load.
     pub saturated: Vec<String>,
+}
+
+/// A launch directory's plan as SC7 reads it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlannedB {
+    /// The Phase B shapes it planned.
+    pub shapes: BTreeSet<(u32, u32)>,
+    /// It planned B' cells.
+    pub bp: bool,
 }
 
 /// The stage name of B' launches of their own (the manifest records them as Phase B's).
@@ -106,6 +130,8 @@ pub(crate) struct BenchTime {
     /// `[phase_bp]`'s configs that get no B' cells by rule (saturated at or below ref_load),
     /// when B' is planned.
     pub bp_by_rule: Vec<String>,
+    /// Configs whose B' is costed inside their Phase B launches (launches that carried it).
+    pub bp_inside: Vec<String>,
     /// Total seconds of one bench, one launch after another on one GPU.
     pub total_s: f64,
     /// The least it can take on `gpus` GPUs: pre-flight + the launches perfectly packed.
@@ -178,19 +204,53 @@ pub(crate) fn one_bench(
             .filter(|s| manifest.iter().any(|r| r.stage == *s))
             .collect(),
     };
+    let b_rate = plan
+        .as_ref()
+        .and_then(|p| p.phase_b.as_ref())
+        .and_then(|b| b.rate_override)
+        .or(bp.ref_safe);
+    let due = matches!((b_rate, bp.ref_load), (Some(b), Some(l)) if (b - l).abs() > 1e-9);
     let bp_configs: Vec<String> = match &plan {
         Some(Plan {
             phase_b: Some(_),
             phase_bp: Some(b),
             ..
-        }) if bp.due => configs
+        }) if due => configs
             .iter()
             .filter(|c| b.configs.contains(c) && !bp.saturated.contains(c))
             .cloned()
             .collect(),
         _ => Vec::new(),
     };
-    if !bp_configs.is_empty() {
+    // Which Phase B launches a bench's Phase B reads, and which configs carried B' in them.
+    let plan_shapes: BTreeSet<(u32, u32)> = plan
+        .as_ref()
+        .and_then(|p| p.phase_b.as_ref())
+        .map(|b| b.shapes.iter().copied().collect())
+        .unwrap_or_default();
+    let facts = |dir: &str| bp.dirs.get(dir);
+    let bp_only = |dir: &str| facts(dir).is_some_and(|f| f.bp && f.shapes.is_empty());
+    let full_b =
+        |dir: &str| !bp_only(dir) && facts(dir).is_none_or(|f| plan_shapes.is_subset(&f.shapes));
+    let carries_bp = |dir: &str| facts(dir).is_some_and(|f| f.bp);
+    let bp_inside: Vec<String> = {
+        let stage_b = launches_of(manifest, STAGE_B);
+        bp_configs
+            .iter()
+            .filter(|c| {
+                stage_b.iter().any(|((cfg, dir), (_, st))| {
+                    cfg == c && *st != RowStatus::Interrupted && full_b(dir) && carries_bp(dir)
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    let bp_needed: Vec<String> = bp_configs
+        .iter()
+        .filter(|c| !bp_inside.contains(c))
+        .cloned()
+        .collect();
+    if !bp_needed.is_empty() {
         planned.push(STAGE_BP);
     }
     let bp_by_rule: Vec<String> = match &plan {
@@ -198,7 +258,7 @@ pub(crate) fn one_bench(
             phase_b: Some(_),
             phase_bp: Some(b),
             ..
-        }) if bp.due => configs
+        }) if due => configs
             .iter()
             .filter(|c| b.configs.contains(c) && bp.saturated.contains(c))
             .cloned()
@@ -223,7 +283,7 @@ pub(crate) fn one_bench(
     let mut missing_stages = Vec::new();
     for stage in planned {
         let of_stage = if stage == STAGE_BP {
-            &bp_configs
+            &bp_needed
         } else {
             &configs
         };
@@ -237,8 +297,15 @@ pub(crate) fn one_bench(
         } else {
             launches_of(manifest, STAGE_B)
         };
-        // B' launches of their own: B' alone, never Phase B's medians.
-        dirs.retain(|(_, dir), _| bp.bp_only_dirs.contains(*dir) == (stage == STAGE_BP));
+        // Phase B: full launches only, and those that carried B' for a config costed so; B':
+        // the launches of its own.
+        if stage == STAGE_B {
+            dirs.retain(|(cfg, dir), _| {
+                full_b(dir) && (!bp_inside.iter().any(|c| c == cfg) || carries_bp(dir))
+            });
+        } else if stage == STAGE_BP {
+            dirs.retain(|(_, dir), _| bp_only(dir));
+        }
         match stage_time(dirs, stage, &run) {
             Some(mut t) => {
                 t.dropped = dropped;
@@ -265,6 +332,7 @@ pub(crate) fn one_bench(
         stages,
         missing_stages,
         bp_by_rule,
+        bp_inside,
         total_s,
         archive_s: manifest.iter().map(|r| r.duration_s).sum(),
         rows: manifest.len(),
@@ -399,6 +467,12 @@ impl BenchTime {
                 t.push_str(&format!(
                     "; not run: {} (every Phase A launch failed)",
                     s.dropped.join(", ")
+                ));
+            }
+            if s.stage == STAGE_B && !self.bp_inside.is_empty() {
+                t.push_str(&format!(
+                    "; with their B' cells for {}",
+                    self.bp_inside.join(", ")
                 ));
             }
             if s.stage == STAGE_BP {
@@ -606,18 +680,27 @@ mod tests {
         );
     }
 
-    /// Phase B' by hand. Profile: configs plain, a, sat; one launch each; `[phase_bp]` for all
-    /// three. Phase A: 100 s each (round 300). Phase B launches: plain p0 600 s, a a0 700 s, sat
-    /// none; B'-only launches (their own directories): plain p1 200 s, a a1 300 s. sat saturates
-    /// at or below ref_load: no B' cells by rule. Phase B round: plain 600 + a 700 + sat
-    /// extrapolated at the median of {600, 700} = 650 → 1950 s (p1 and a1 are not Phase B's);
-    /// B' round: 200 + 300 = 500 s. Total 300 + 1950 + 500 = 2750 s. With ref_load = ref_safe
-    /// (not due) B' is not planned: 300 + 1950 = 2250 s. Due without any B' launch: B' is a
-    /// planned part not estimated.
+    /// Phase B' by hand. Profile: configs plain, a, sat; one launch each; Phase B shapes
+    /// 512/64 and 512/256; `[phase_bp]` for all three. Phase A: 100 s each (round 300). Full
+    /// Phase B launches without B': plain p0 600 s, a a0 700 s, sat none; B'-only launches:
+    /// plain p1 200 s, a a1 300 s. sat saturates at or below ref_load: no B' cells by rule.
+    /// Phase B round: 600 + 700 + sat extrapolated at the median of {600, 700} = 650 → 1950 s;
+    /// B' round: 200 + 300 = 500 s; total 300 + 1950 + 500 = 2750 s. Not due: B' not planned,
+    /// 2250 s. Due without any B' launch: B' is a planned part not estimated.
+    /// Then plain p2, a full Phase B launch that carried B' (900 s), and a a2, a launch of one
+    /// shape only (100 s): plain's Phase B is p2 alone (900, its B' inside), a's is a0 (a2 is
+    /// not a bench's launch), sat at the median of {900, 700} = 800 → 2400 s; B' for a alone
+    /// (300 s); total 300 + 2400 + 300 = 3000 s.
     #[test]
     fn phase_b_prime_by_hand() {
-        let profile = "configs = [\"plain\", \"a\", \"sat\"]\n[phase_b]\nshapes = [[512, 64]]\n\
-                       [phase_bp]\nconfigs = [\"plain\", \"a\", \"sat\"]\nshapes = [[512, 256]]\n";
+        let profile = "configs = [\"plain\", \"a\", \"sat\"]\n[phase_b]\n\
+                       shapes = [[512, 64], [512, 256]]\n[phase_bp]\n\
+                       configs = [\"plain\", \"a\", \"sat\"]\nshapes = [[512, 256]]\n";
+        let full: BTreeSet<(u32, u32)> = [(512, 64), (512, 256)].into();
+        let planned = |shapes: &BTreeSet<(u32, u32)>, bp: bool| PlannedB {
+            shapes: shapes.clone(),
+            bp,
+        };
         let mut m = vec![
             row(STAGE_A, "plain", "pa", RowStatus::Ok, 100.0),
             row(STAGE_A, "a", "aa", RowStatus::Ok, 100.0),
@@ -625,9 +708,18 @@ mod tests {
             row(STAGE_B, "plain", "p0", RowStatus::Ok, 600.0),
             row(STAGE_B, "a", "a0", RowStatus::Ok, 700.0),
         ];
-        let due = BpFacts {
-            due: true,
-            bp_only_dirs: ["p1", "a1"].iter().map(|s| (*s).to_string()).collect(),
+        let mut due = BpFacts {
+            ref_safe: Some(2.0),
+            ref_load: Some(6.0),
+            dirs: [
+                ("p0", planned(&full, false)),
+                ("a0", planned(&full, false)),
+                ("p1", planned(&BTreeSet::new(), true)),
+                ("a1", planned(&BTreeSet::new(), true)),
+            ]
+            .into_iter()
+            .map(|(d, p)| (d.to_string(), p))
+            .collect(),
             saturated: vec!["sat".into()],
         };
         let t = one_bench(&m, Some(profile), &due);
@@ -657,12 +749,44 @@ mod tests {
         assert!(d.contains("an over-estimate"), "{d}");
         assert!(d.contains("no B' cells by rule for sat"), "{d}");
         let not_due = BpFacts {
-            due: false,
+            ref_load: Some(2.0),
             ..due.clone()
         };
         let t = one_bench(&m, Some(profile), &not_due);
         assert_eq!(t.total_s, 2250.0);
+        // Phase B at an overridden rate: B' is due against that rate, not ref_safe.
+        let overridden = profile.replace(
+            "shapes = [[512, 64], [512, 256]]",
+            "shapes = [[512, 64], [512, 256]]\nrate_override = 4.0",
+        );
+        let t = one_bench(&m, Some(&overridden), &not_due);
+        assert_eq!(
+            t.total_s, 2750.0,
+            "ref_load 2 differs from Phase B's 4 req/s"
+        );
+        let t = one_bench(&m, Some(profile), &not_due);
+        assert_eq!(t.total_s, 2250.0);
         assert!(t.stages.iter().all(|s| s.stage != STAGE_BP));
+        // B' inside a full Phase B launch, and a launch of one shape.
+        m.push(row(STAGE_B, "plain", "p2", RowStatus::Ok, 900.0));
+        m.push(row(STAGE_B, "a", "a2", RowStatus::Ok, 100.0));
+        due.dirs.insert("p2".into(), planned(&full, true));
+        due.dirs
+            .insert("a2".into(), planned(&[(512, 64)].into(), false));
+        let t = one_bench(&m, Some(profile), &due);
+        let b = t.stages.iter().find(|s| s.stage == STAGE_B).unwrap();
+        assert_eq!(b.round_s, 2400.0);
+        assert_eq!(b.launches_read, 2, "p2 and a0");
+        let bp = t.stages.iter().find(|s| s.stage == STAGE_BP).unwrap();
+        assert_eq!(bp.measured, vec!["a".to_string()]);
+        assert_eq!(bp.round_s, 300.0);
+        assert_eq!(t.total_s, 3000.0);
+        assert_eq!(t.bp_inside, vec!["plain".to_string()]);
+        assert!(
+            t.describe().contains("with their B' cells for plain"),
+            "{}",
+            t.describe()
+        );
     }
 
     /// A profile that does not parse is named with its error, not silently ignored.

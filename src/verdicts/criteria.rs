@@ -311,24 +311,31 @@ fn never_served(ds: &Dataset, run: &crate::ingest::Run) -> Option<String> {
     })
 }
 
-/// Phase B' as SC7 reads it: due when ref_load ≠ ref_safe; the Phase B launch directories
-/// that planned only B' cells; the configs that saturate at or below ref_load (no B' cells).
+/// Phase B' as SC7 reads it: the reference rates (due when ref_load differs from Phase B's
+/// rate); what each launch directory planned
+/// (its Phase B shapes, whether it planned B' cells); the configs that saturate at or below
+/// ref_load (no B' cells).
 fn bp_facts(ds: &Dataset) -> bench_time::BpFacts {
     let refs = ds.reference_rates.as_ref();
     let load = refs.and_then(|r| r.ref_load);
-    let due = matches!(
-        (refs.and_then(|r| r.ref_safe), load),
-        (Some(s), Some(l)) if (s - l).abs() > 1e-9
-    );
-    let bp_only_dirs = ds
+    let dirs = ds
         .runs
         .iter()
-        .filter(|r| {
-            r.run_config.as_ref().is_some_and(|c| {
-                !c.cells.is_empty() && c.cells.iter().all(|p| p.phase == ctax_schema::Phase::Bp)
-            })
+        .filter_map(|r| {
+            let c = r.run_config.as_ref()?;
+            Some((
+                r.dir_name.clone(),
+                bench_time::PlannedB {
+                    shapes: c
+                        .cells
+                        .iter()
+                        .filter(|p| p.phase == ctax_schema::Phase::B)
+                        .map(|p| (p.cell.input_len, p.cell.output_len))
+                        .collect(),
+                    bp: c.cells.iter().any(|p| p.phase == ctax_schema::Phase::Bp),
+                },
+            ))
         })
-        .map(|r| r.dir_name.clone())
         .collect();
     let saturated = refs
         .zip(load)
@@ -341,8 +348,9 @@ fn bp_facts(ds: &Dataset) -> bench_time::BpFacts {
         })
         .unwrap_or_default();
     bench_time::BpFacts {
-        due,
-        bp_only_dirs,
+        ref_safe: refs.and_then(|r| r.ref_safe),
+        ref_load: load,
+        dirs,
         saturated,
     }
 }

@@ -226,7 +226,11 @@ fn bp_gaps(r: &AnalysisResult, seed: &SeedBp, load: f64) -> Vec<String> {
         out.push(format!(
             "Phase B' ran for {} only; the seed runs it for {} too: they have no B' shape \
              taxes at ref_load ({} req/s).",
-            with_bp.iter().copied().collect::<Vec<_>>().join(", "),
+            {
+                let mut with: Vec<&str> = with_bp.iter().copied().collect();
+                with.sort_by_key(|c| crate::report::config_rank(c));
+                with.join(", ")
+            },
             missing.join(", "),
             fmt::rate(load)
         ));
