@@ -11,15 +11,16 @@
 //! the median of the stage's other configs (*extrapolated*, and said so); a planned stage with
 //! no launch at all cannot be estimated.
 //!
-//! Phase B' (the profile's `[phase_bp]`, due when ref_load ≠ ref_safe) runs inside Phase B's
-//! launches in a bench. Phase B's medians read only launches that planned every Phase B shape
+//! Phase B' (the profile's `[phase_bp]`, due when ref_load differs from Phase B's rate:
+//! `phase_b.rate_override`, else ref_safe) runs inside Phase B's launches in a bench. Phase B's medians read only launches that planned every Phase B shape
 //! of the profile (a `--phase-b-shapes` subset is not a bench's launch); for a config with B'
 //! due, only those of them that also carried its B' cells when it has any (its B' is then
 //! costed there). A root that added B' later ran it in Phase B launches of their own (`ctax run
 //! --phase-b-shapes none`): for the configs without a Phase B launch that carried B', those
 //! cost B' as a part of its own, server start included (an over-estimate, said so); without
-//! any, B' is a planned part not estimated. Configs that get no B' cells by rule (saturated at
-//! or below ref_load: `orchestrate::plan::bp_rate`) cost nothing there.
+//! any, B' is a planned part not estimated (B' that ran inside a launch of a shape subset is read
+//! nowhere). Configs that get no B' cells by rule (saturated at or below ref_load:
+//! `orchestrate::plan::bp_rate`) or whose every Phase A launch failed cost nothing there.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -204,6 +205,20 @@ pub(crate) fn one_bench(
             .filter(|s| manifest.iter().any(|r| r.stage == *s))
             .collect(),
     };
+    let mut phase_a = launches_of(manifest, STAGE_A);
+    // A config whose every Phase A launch failed is not run in Phase B (`ctax run`).
+    let failed_in_a: Vec<String> = configs
+        .iter()
+        .filter(|c| {
+            let mine: Vec<RowStatus> = phase_a
+                .iter()
+                .filter(|((cfg, _), _)| cfg == c)
+                .map(|(_, (_, st))| *st)
+                .collect();
+            mine.contains(&RowStatus::Failed) && !mine.contains(&RowStatus::Ok)
+        })
+        .cloned()
+        .collect();
     let b_rate = plan
         .as_ref()
         .and_then(|p| p.phase_b.as_ref())
@@ -217,7 +232,9 @@ pub(crate) fn one_bench(
             ..
         }) if due => configs
             .iter()
-            .filter(|c| b.configs.contains(c) && !bp.saturated.contains(c))
+            .filter(|c| {
+                b.configs.contains(c) && !bp.saturated.contains(c) && !failed_in_a.contains(c)
+            })
             .cloned()
             .collect(),
         _ => Vec::new(),
@@ -265,20 +282,6 @@ pub(crate) fn one_bench(
             .collect(),
         _ => Vec::new(),
     };
-    let mut phase_a = launches_of(manifest, STAGE_A);
-    // A config whose every Phase A launch failed is not run in Phase B (`ctax run`).
-    let failed_in_a: Vec<String> = configs
-        .iter()
-        .filter(|c| {
-            let mine: Vec<RowStatus> = phase_a
-                .iter()
-                .filter(|((cfg, _), _)| cfg == c)
-                .map(|(_, (_, st))| *st)
-                .collect();
-            mine.contains(&RowStatus::Failed) && !mine.contains(&RowStatus::Ok)
-        })
-        .cloned()
-        .collect();
     let mut stages = Vec::new();
     let mut missing_stages = Vec::new();
     for stage in planned {
@@ -369,7 +372,10 @@ fn stage_time(
     stage: &'static str,
     configs: &[String],
 ) -> Option<StageTime> {
-    dirs.retain(|_, (_, st)| *st != RowStatus::Interrupted);
+    // Only the launches a median reads: not interrupted, of a config this stage costs.
+    dirs.retain(|(cfg, _), (_, st)| {
+        *st != RowStatus::Interrupted && configs.iter().any(|c| c == cfg)
+    });
     let launches_read = dirs.len();
     let mut medians: BTreeMap<&str, f64> = BTreeMap::new();
     for c in configs {
@@ -712,6 +718,9 @@ mod tests {
             ref_safe: Some(2.0),
             ref_load: Some(6.0),
             dirs: [
+                ("pa", planned(&BTreeSet::new(), false)),
+                ("aa", planned(&BTreeSet::new(), false)),
+                ("sa", planned(&BTreeSet::new(), false)),
                 ("p0", planned(&full, false)),
                 ("a0", planned(&full, false)),
                 ("p1", planned(&BTreeSet::new(), true)),
@@ -780,6 +789,12 @@ mod tests {
         let bp = t.stages.iter().find(|s| s.stage == STAGE_BP).unwrap();
         assert_eq!(bp.measured, vec!["a".to_string()]);
         assert_eq!(bp.round_s, 300.0);
+        assert_eq!(
+            bp.launches_read, 1,
+            "a1 only: p1 is plain's, costed inside p2"
+        );
+        let a = t.stages.iter().find(|s| s.stage == STAGE_A).unwrap();
+        assert_eq!(a.launches_read, 3, "Phase A never filtered by shape");
         assert_eq!(t.total_s, 3000.0);
         assert_eq!(t.bp_inside, vec!["plain".to_string()]);
         assert!(
@@ -787,6 +802,38 @@ mod tests {
             "{}",
             t.describe()
         );
+    }
+
+    /// A config whose every Phase A launch failed runs no Phase B, so no B' either: with plain's
+    /// B' inside its Phase B launch and the other B' config failed, B' is not a part of its own
+    /// and the estimate is whole (300 s of Phase A: plain 100 + f 200 failed; Phase B: plain 900).
+    #[test]
+    fn a_config_failed_in_phase_a_needs_no_b_prime() {
+        let profile = "configs = [\"plain\", \"f\"]\n[phase_b]\nshapes = [[512, 64]]\n\
+                       [phase_bp]\nconfigs = [\"plain\", \"f\"]\nshapes = [[512, 256]]\n";
+        let m = vec![
+            row(STAGE_A, "plain", "pa", RowStatus::Ok, 100.0),
+            row(STAGE_A, "f", "fa", RowStatus::Failed, 200.0),
+            row(STAGE_B, "plain", "p0", RowStatus::Ok, 900.0),
+        ];
+        let facts = BpFacts {
+            ref_safe: Some(2.0),
+            ref_load: Some(6.0),
+            dirs: [(
+                "p0".to_string(),
+                PlannedB {
+                    shapes: [(512, 64)].into(),
+                    bp: true,
+                },
+            )]
+            .into(),
+            saturated: Vec::new(),
+        };
+        let t = one_bench(&m, Some(profile), &facts);
+        assert!(t.missing_stages.is_empty(), "{:?}", t.missing_stages);
+        assert!(t.stages.iter().all(|s| s.stage != STAGE_BP));
+        assert_eq!(t.total_s, 1200.0);
+        assert_eq!(t.bp_inside, vec!["plain".to_string()]);
     }
 
     /// A profile that does not parse is named with its error, not silently ignored.
