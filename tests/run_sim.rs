@@ -1695,6 +1695,7 @@ fn phase_b_prime_runs_alone_in_new_launches() {
     assert!(o.status.success(), "{}", stderr(&o));
     let first = run_dirs(&out);
     assert_eq!(first.len(), 4, "{first:?}");
+    let first_trees: Vec<_> = first.iter().map(|d| tree(d)).collect();
     let b0: Vec<PathBuf> = first
         .iter()
         .filter(|d| config_of(d).phases.contains(&ctax_schema::Phase::B))
@@ -1712,6 +1713,12 @@ fn phase_b_prime_runs_alone_in_new_launches() {
              32]]\nduration_s = 3\nwarmup_s = 1\nmin_completed = 20\nmax_cell_s = 30\n\n[phase_b]",
         )],
     );
+    // A sweep with the `[phase_bp]` profile (--force-profile) adding launch 1 of each config.
+    let bp_sweep = |rr: &Path, more: &[&str]| -> Output {
+        let mut a = vec!["--force-profile", "--launches", "2"];
+        a.extend_from_slice(more);
+        phase_b(&with_bp, rr, &a)
+    };
     // Refused before anything starts.
     let before = tree(&out);
     for (prof, args, says) in [
@@ -1749,18 +1756,7 @@ fn phase_b_prime_runs_alone_in_new_launches() {
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&rr).unwrap()).unwrap();
     v["ref_load"] = 4.0.into();
     std::fs::write(&same, serde_json::to_vec(&v).unwrap()).unwrap();
-    let o = phase_b(
-        &with_bp,
-        &same,
-        &[
-            "--force-profile",
-            "--launches",
-            "2",
-            "--phase-b-shapes",
-            "none",
-            "--dry-run",
-        ],
-    );
+    let o = bp_sweep(&same, &["--phase-b-shapes", "none", "--dry-run"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
@@ -1770,18 +1766,7 @@ fn phase_b_prime_runs_alone_in_new_launches() {
     assert!(!e.contains("would launch"), "{e}");
 
     // A config saturated at ref_load: no B' cells, no launch (dry run).
-    let o = phase_b(
-        &with_bp,
-        &rates(8.0),
-        &[
-            "--force-profile",
-            "--launches",
-            "2",
-            "--phase-b-shapes",
-            "none",
-            "--dry-run",
-        ],
-    );
+    let o = bp_sweep(&rates(8.0), &["--phase-b-shapes", "none", "--dry-run"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
@@ -1792,18 +1777,7 @@ fn phase_b_prime_runs_alone_in_new_launches() {
     assert!(e.contains("plain l1: would launch (2 cells"), "{e}");
     assert!(!e.contains("noop_connector l1"), "{e}");
     // A shape and the B' cells (dry run).
-    let o = phase_b(
-        &with_bp,
-        &rr,
-        &[
-            "--force-profile",
-            "--launches",
-            "2",
-            "--phase-b-shapes",
-            "1024/32",
-            "--dry-run",
-        ],
-    );
+    let o = bp_sweep(&rr, &["--phase-b-shapes", "1024/32", "--dry-run"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
@@ -1816,17 +1790,7 @@ fn phase_b_prime_runs_alone_in_new_launches() {
     assert!(tree(&out) == before, "dry runs write nothing");
 
     // B' alone in new launches.
-    let o = phase_b(
-        &with_bp,
-        &rr,
-        &[
-            "--force-profile",
-            "--launches",
-            "2",
-            "--phase-b-shapes",
-            "none",
-        ],
-    );
+    let o = bp_sweep(&rr, &["--phase-b-shapes", "none"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("no Phase B shape in this sweep's launches: only their B' cells"),
@@ -1855,8 +1819,8 @@ fn phase_b_prime_runs_alone_in_new_launches() {
         let ran: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
         assert_eq!(ran, ["Bp/r8_i256_o32", "Bp/r8_i1024_o32"], "{d:?}");
     }
-    for (d, t) in first.iter().zip(before_dirs(&before, &first)) {
-        assert!(tree(d) == t, "{d:?} untouched");
+    for (d, t) in first.iter().zip(&first_trees) {
+        assert!(tree(d) == *t, "{d:?} untouched");
     }
     // The analysis reads B'-only launches.
     let site = tmp.path().join("site");
@@ -1869,17 +1833,4 @@ fn phase_b_prime_runs_alone_in_new_launches() {
     assert!(o.status.success(), "{}", stderr(&o));
     let md = std::fs::read_to_string(site.join("report.md")).unwrap();
     assert!(md.contains("| noop_connector | B' | 8 | 256/32 |"), "{md}");
-}
-
-/// The files of each of `dirs` as `tree(root)` listed them.
-fn before_dirs(root_tree: &[(PathBuf, Vec<u8>)], dirs: &[PathBuf]) -> Vec<Vec<(PathBuf, Vec<u8>)>> {
-    dirs.iter()
-        .map(|d| {
-            root_tree
-                .iter()
-                .filter(|(p, _)| p.starts_with(d))
-                .cloned()
-                .collect()
-        })
-        .collect()
 }

@@ -629,19 +629,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     }
                 );
                 let ref_load = refs.as_ref().and_then(|r| r.ref_load);
-                let saturation = |c: &str| {
-                    refs.as_ref()
-                        .and_then(|r| r.saturation_rate.get(c).copied().flatten())
-                };
-                let bp_rate = |c: &str| {
-                    plan::bp_rate(
-                        ctx.profile.phase_bp.as_ref(),
-                        c,
-                        rate,
-                        ref_load,
-                        saturation(c),
-                    )
-                };
+                let bp_rate =
+                    |c: &str| plan::bp_rate(ctx.profile.phase_bp.as_ref(), c, rate, refs.as_ref());
                 // Configs with Phase A data (all shards' when the rates came from a merged root).
                 let with_a: Option<&Vec<String>> = refs
                     .as_ref()

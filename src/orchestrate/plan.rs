@@ -23,6 +23,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
 use super::profile::{PhaseBp, Profile};
+use ctax_schema::ReferenceRates;
 
 /// `--shard K/N` (K in 1..=N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,17 +204,16 @@ pub(crate) enum NoBp {
 /// The rate of the B' cells a Phase B launch of `config` at `rate` also runs, or why it runs
 /// none. The seed's rule: `[phase_bp]`'s configs, at ref_load, when ref_load differs from
 /// Phase B's rate. **[differs]** never for a config that saturates at or below ref_load
-/// (`saturation`: its saturation rate from reference_rates.json): a saturated cell measures a
-/// queue that grows with the cell's length, not a tax, and the Phase A ladder skips such rates
-/// too (the seed's "skipping rates above a config's saturation").
+/// ([`ReferenceRates::saturated_at_ref_load`]): a saturated cell measures a queue that grows
+/// with the cell's length, not a tax, and the Phase A ladder skips such rates too (the seed's
+/// "skipping rates above a config's saturation").
 pub(crate) fn bp_rate(
     bp: Option<&PhaseBp>,
     config: &str,
     rate: f64,
-    ref_load: Option<f64>,
-    saturation: Option<f64>,
+    refs: Option<&ReferenceRates>,
 ) -> Result<f64, NoBp> {
-    let (Some(bp), Some(load)) = (bp, ref_load) else {
+    let (Some(bp), Some(load)) = (bp, refs.and_then(|r| r.ref_load)) else {
         return Err(NoBp::NotDue);
     };
     if (load - rate).abs() < 1e-9 {
@@ -222,9 +222,9 @@ pub(crate) fn bp_rate(
     if !bp.configs.iter().any(|c| c == config) {
         return Err(NoBp::NotListed);
     }
-    match saturation {
-        Some(s) if s <= load + 1e-9 => Err(NoBp::Saturated(s)),
-        _ => Ok(load),
+    match refs.and_then(|r| r.saturated_at_ref_load(config)) {
+        Some(s) => Err(NoBp::Saturated(s)),
+        None => Ok(load),
     }
 }
 
@@ -445,29 +445,40 @@ mod tests {
             },
         };
         let b = Some(&bp);
-        assert_eq!(bp_rate(b, "plain", 2.0, Some(6.0), Some(8.0)), Ok(6.0));
-        assert_eq!(bp_rate(b, "mooncake_both", 2.0, Some(6.0), None), Ok(6.0));
+        // Reference rates with ref_load `load` and one config's saturation rate.
+        let refs = |load: Option<f64>, config: &str, sat: Option<f64>| ReferenceRates {
+            schema_version: 1,
+            ref_safe: Some(2.0),
+            ref_load: load,
+            configs_considered: Vec::new(),
+            saturation_rate: [(config.to_owned(), sat)].into(),
+            notes: Vec::new(),
+            phase_a_launches: None,
+        };
+        let at = |config: &str, rate: f64, load: Option<f64>, sat: Option<f64>| {
+            bp_rate(b, config, rate, Some(&refs(load, config, sat)))
+        };
+        assert_eq!(at("plain", 2.0, Some(6.0), Some(8.0)), Ok(6.0));
+        assert_eq!(at("mooncake_both", 2.0, Some(6.0), None), Ok(6.0));
         // The archive's lmcache_only saturates at 4 req/s, below ref_load 6; at 6 itself too.
         assert_eq!(
-            bp_rate(b, "lmcache_only", 2.0, Some(6.0), Some(4.0)),
+            at("lmcache_only", 2.0, Some(6.0), Some(4.0)),
             Err(NoBp::Saturated(4.0))
         );
         assert_eq!(
-            bp_rate(b, "lmcache_only", 2.0, Some(6.0), Some(6.0)),
+            at("lmcache_only", 2.0, Some(6.0), Some(6.0)),
             Err(NoBp::Saturated(6.0))
         );
+        assert_eq!(at("lmcache_only", 2.0, Some(6.0), Some(8.0)), Ok(6.0));
         assert_eq!(
-            bp_rate(b, "lmcache_only", 2.0, Some(6.0), Some(8.0)),
-            Ok(6.0)
-        );
-        assert_eq!(
-            bp_rate(b, "noop_connector", 2.0, Some(6.0), None),
+            at("noop_connector", 2.0, Some(6.0), None),
             Err(NoBp::NotListed)
         );
-        assert_eq!(bp_rate(b, "plain", 6.0, Some(6.0), None), Err(NoBp::NotDue));
-        assert_eq!(bp_rate(b, "plain", 2.0, None, None), Err(NoBp::NotDue));
+        assert_eq!(at("plain", 6.0, Some(6.0), None), Err(NoBp::NotDue));
+        assert_eq!(at("plain", 2.0, None, None), Err(NoBp::NotDue));
+        assert_eq!(bp_rate(b, "plain", 2.0, None), Err(NoBp::NotDue));
         assert_eq!(
-            bp_rate(None, "plain", 2.0, Some(6.0), None),
+            bp_rate(None, "plain", 2.0, Some(&refs(Some(6.0), "plain", None))),
             Err(NoBp::NotDue)
         );
     }

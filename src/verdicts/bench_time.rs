@@ -225,20 +225,24 @@ pub(crate) fn one_bench(
         .and_then(|b| b.rate_override)
         .or(bp.ref_safe);
     let due = matches!((b_rate, bp.ref_load), (Some(b), Some(l)) if (b - l).abs() > 1e-9);
-    let bp_configs: Vec<String> = match &plan {
+    // `[phase_bp]`'s configs, when B' is due: those that saturate at or below ref_load get no
+    // B' cells by rule; the others run B' unless every Phase A launch of theirs failed.
+    let (bp_by_rule, bp_configs): (Vec<String>, Vec<String>) = match &plan {
         Some(Plan {
             phase_b: Some(_),
             phase_bp: Some(b),
             ..
         }) if due => configs
             .iter()
-            .filter(|c| {
-                b.configs.contains(c) && !bp.saturated.contains(c) && !failed_in_a.contains(c)
-            })
+            .filter(|c| b.configs.contains(c))
             .cloned()
-            .collect(),
-        _ => Vec::new(),
+            .partition(|c| bp.saturated.contains(c)),
+        _ => Default::default(),
     };
+    let bp_configs: Vec<String> = bp_configs
+        .into_iter()
+        .filter(|c| !failed_in_a.contains(c))
+        .collect();
     // Which Phase B launches a bench's Phase B reads, and which configs carried B' in them.
     let plan_shapes: BTreeSet<(u32, u32)> = plan
         .as_ref()
@@ -270,18 +274,6 @@ pub(crate) fn one_bench(
     if !bp_needed.is_empty() {
         planned.push(STAGE_BP);
     }
-    let bp_by_rule: Vec<String> = match &plan {
-        Some(Plan {
-            phase_b: Some(_),
-            phase_bp: Some(b),
-            ..
-        }) if due => configs
-            .iter()
-            .filter(|c| b.configs.contains(c) && bp.saturated.contains(c))
-            .cloned()
-            .collect(),
-        _ => Vec::new(),
-    };
     let mut stages = Vec::new();
     let mut missing_stages = Vec::new();
     for stage in planned {

@@ -338,12 +338,11 @@ fn bp_facts(ds: &Dataset) -> bench_time::BpFacts {
         })
         .collect();
     let saturated = refs
-        .zip(load)
-        .map(|(r, l)| {
+        .map(|r| {
             r.saturation_rate
-                .iter()
-                .filter(|(_, s)| s.is_some_and(|s| s <= l + 1e-9))
-                .map(|(c, _)| c.clone())
+                .keys()
+                .filter(|c| r.saturated_at_ref_load(c).is_some())
+                .cloned()
                 .collect()
         })
         .unwrap_or_default();

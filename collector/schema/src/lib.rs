@@ -823,6 +823,21 @@ pub struct ReferenceRates {
     pub phase_a_launches: Option<Vec<LaunchAttempt>>,
 }
 
+impl ReferenceRates {
+    /// `config`'s saturation rate when it is at or below ref_load: such a config gets no
+    /// Phase B' cells, whose rate is ref_load (a cell there measures a queue that grows with the
+    /// cell's length, not a tax). The one place of that rule: `ctax run`'s plan, SC7 and the
+    /// report's coverage read it here.
+    pub fn saturated_at_ref_load(&self, config: &str) -> Option<f64> {
+        let load = self.ref_load?;
+        self.saturation_rate
+            .get(config)
+            .copied()
+            .flatten()
+            .filter(|&s| s <= load + 1e-9)
+    }
+}
+
 /// One launch attempt as the manifest names it: its run directory and its row's start.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct LaunchAttempt {

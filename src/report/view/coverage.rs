@@ -186,8 +186,8 @@ pub(super) fn gaps(r: &AnalysisResult) -> Vec<String> {
 }
 
 /// Where Phase B' ran: the seed's B' configs with Phase A data but no B' cell (those that
-/// saturate at or below ref_load get none, by rule: `orchestrate::plan::bp_rate`), and its
-/// shapes no config measured.
+/// saturate at or below ref_load get none, by rule:
+/// [`ctax_schema::ReferenceRates::saturated_at_ref_load`]), and its shapes no config measured.
 fn bp_gaps(r: &AnalysisResult, seed: &SeedBp, load: f64) -> Vec<String> {
     let mut out = Vec::new();
     let with_bp: BTreeSet<&str> = measured(r, Phase::Bp)
@@ -196,20 +196,13 @@ fn bp_gaps(r: &AnalysisResult, seed: &SeedBp, load: f64) -> Vec<String> {
     let with_a: BTreeSet<&str> = measured(r, Phase::A)
         .map(|c| c.key.config.as_str())
         .collect();
-    let saturation = |c: &str| {
-        r.summary
-            .reference_rates
-            .saturation_rate
-            .get(c)
-            .copied()
-            .flatten()
-    };
+    let saturation = |c: &str| r.summary.reference_rates.saturated_at_ref_load(c);
     let (saturated, missing): (Vec<&str>, Vec<&str>) = seed
         .configs
         .iter()
         .map(String::as_str)
         .filter(|c| with_a.contains(c) && !with_bp.contains(c))
-        .partition(|c| saturation(c).is_some_and(|s| s <= load + 1e-9));
+        .partition(|c| saturation(c).is_some());
     if !saturated.is_empty() {
         out.push(format!(
             "Phase B' has no cell of {} by rule: {} at or below ref_load ({} req/s), where a \
