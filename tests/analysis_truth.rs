@@ -1288,3 +1288,127 @@ fn without_a_repeat_on_one_machine_there_is_no_aa_and_a_warning_says_so() {
         r.summary.warnings
     );
 }
+
+/// Truth: a 20% tax, three launches per config; mooncake_both l2 was killed during its
+/// Phase B cell 512/256 (as on the H200 on 2026-12-05, B' 4096/256): its requests file holds the cell's first 100 records only and its
+/// `summary.json` has no entry for the cell. That launch's p90 is of the window's first part, so
+/// the tax must leave it out: the cut root gives the same tax, to the last bit, as the same
+/// root with the cell's files removed (the launch compared nowhere), names the launch in
+/// `cut_short`, and still lists the cut cell in the per-launch table, incomplete.
+#[test]
+fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig::new("mooncake_both", 1.20, 1.0),
+    ]);
+    s.launches = 3;
+    s.launch_sigma = 0.03;
+    s.phase_b_shapes = vec![(512, 256), (4096, 256)];
+    s.phase_b_rate = 1.0;
+    let dir = tempfile::tempdir().unwrap();
+    let roots = ["whole", "cut", "gone"].map(|n| dir.path().join(n));
+    for r in &roots {
+        generate(&s, r).unwrap();
+    }
+    let (whole, _) = analyze(&roots[0]);
+    let t_whole = whole
+        .summary
+        .taxes
+        .iter()
+        .find(|t| {
+            t.config == "mooncake_both" && t.context == TaxContext::ShapeB && t.input_len == 512
+        })
+        .unwrap()
+        .clone();
+    assert_eq!(t_whole.paired_launches, vec![0, 1, 2]);
+    let cell = t_whole.cell.clone();
+    let requests = format!("requests_B_{cell}.jsonl");
+    let l2 = |root: &std::path::Path| {
+        std::fs::read_dir(root)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .ends_with("_mooncake_both_l2")
+            })
+            .expect("mooncake_both l2's run directory")
+    };
+    let drop_summary_entry = |run: &std::path::Path| {
+        let p = run.join("summary.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let cells = v["cells"].as_object_mut().unwrap();
+        assert!(cells.remove(&format!("B/{cell}")).is_some(), "{cells:?}");
+        std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+    };
+    // The killed collector: the cell's first 100 records, no summary entry.
+    let cut = l2(&roots[1]);
+    let text = std::fs::read_to_string(cut.join(&requests)).unwrap();
+    let head: Vec<&str> = text.lines().take(100).collect();
+    assert!(text.lines().count() > 300);
+    std::fs::write(cut.join(&requests), head.join("\n") + "\n").unwrap();
+    drop_summary_entry(&cut);
+    // The reference: the same launch without the cell's data at all.
+    let gone = l2(&roots[2]);
+    for f in std::fs::read_dir(&gone).unwrap() {
+        let p = f.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with(&format!("_B_{cell}.jsonl"))
+        {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    drop_summary_entry(&gone);
+
+    let tax_of = |root: &std::path::Path| {
+        let (a, _) = analyze(root);
+        let t = a
+            .summary
+            .taxes
+            .iter()
+            .find(|t| {
+                t.config == "mooncake_both" && t.context == TaxContext::ShapeB && t.input_len == 512
+            })
+            .unwrap()
+            .clone();
+        (a, t)
+    };
+    let (a_cut, t_cut) = tax_of(&roots[1]);
+    let (_, t_gone) = tax_of(&roots[2]);
+    assert_eq!(t_cut.paired_launches, vec![0, 1], "{t_cut:?}");
+    assert_eq!(t_cut.cut_short, vec!["mooncake_both l2".to_owned()]);
+    let (c, g) = (
+        t_cut.ttft_p90.as_ref().unwrap().value,
+        t_gone.ttft_p90.as_ref().unwrap().value,
+    );
+    assert_eq!((c.est, c.lo, c.hi), (g.est, g.lo, g.hi));
+    let (c, g) = (
+        t_cut.tpot_p90.as_ref().unwrap().value,
+        t_gone.tpot_p90.as_ref().unwrap().value,
+    );
+    assert_eq!((c.est, c.lo, c.hi), (g.est, g.lo, g.hi));
+    // The cut launch's own p90 differs from what it would have been whole: had the tax read
+    // it, the two roots above would disagree.
+    let l2_p90 = |a: &AnalysisResult| {
+        a.summary
+            .per_launch
+            .iter()
+            .find(|c| c.key.config == "mooncake_both" && c.key.cell == cell && c.launch == Some(2))
+            .map(|c| (c.complete, c.ttft_ms.p90.as_ref().unwrap().est))
+            .expect("l2's row of the cell")
+    };
+    let (complete, cut_p90) = l2_p90(&a_cut);
+    assert!(!complete);
+    assert_ne!(cut_p90, l2_p90(&whole).1);
+    assert!(
+        a_cut.summary.warnings.iter().any(|w| w
+            .contains(&format!("mooncake_both B {cell}: incomplete cell"))
+            && w.contains("its data cut short in l2")),
+        "{:?}",
+        a_cut.summary.warnings
+    );
+}

@@ -182,24 +182,45 @@ pub(crate) fn analyze_leaving_out(
         ));
     }
     for c in cells.iter().filter(|c| !c.complete) {
+        let cut: Vec<String> = per_launch
+            .iter()
+            .filter(|l| l.key == c.key && !l.data_incomplete.is_empty())
+            .filter_map(|l| l.launch.map(|n| format!("l{n}")))
+            .collect();
+        let left_out = if cut.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; its data cut short in {}, which every tax, A/A and launch-noise estimate leaves out (the per-launch table shows it)",
+                cut.join(", ")
+            )
+        };
         warnings.push(format!(
-            "{} {} {}: incomplete cell ({})",
+            "{} {} {}: incomplete cell ({}){left_out}",
             c.key.config,
             c.key.phase,
             c.key.cell,
             c.incomplete_reasons.join("; ")
         ));
     }
+    // The launch-cells whose raw data is whole: a cut one (the collector killed during it) is
+    // listed with its launch but measures a partial window, so it enters no noise estimate,
+    // machine effect or tax (`TaxEngine::launch_stats` leaves it out too).
+    let whole: Vec<CellStats> = per_launch
+        .iter()
+        .filter(|c| c.data_incomplete.is_empty())
+        .cloned()
+        .collect();
     let (noise, mut launch_noise) = launch_noise::NoiseModel::estimate(
         &cells,
-        &per_launch,
+        &whole,
         opts.bootstrap.resamples,
         opts.bootstrap.seed,
     );
     if without.is_empty() {
         launch_noise.screen_flips = launch_noise::screen_without_each_machine(
             &cells,
-            &per_launch,
+            &whole,
             opts.bootstrap.resamples,
             opts.bootstrap.seed,
             &launch_noise,
@@ -210,13 +231,13 @@ pub(crate) fn analyze_leaving_out(
     let tax_list = engine.all(&reference_rates);
     let leave_out = launch_noise::leave_one_config_out(
         &cells,
-        &per_launch,
+        &whole,
         opts.bootstrap.resamples,
         opts.bootstrap.seed,
     );
     let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
-    let mut machines = machines::summarize(&cells, &per_launch, &launch_noise);
-    machines.order = launch_order::of_taxes(&per_launch, &tax_list);
+    let mut machines = machines::summarize(&cells, &whole, &launch_noise);
+    machines.order = launch_order::of_taxes(&whole, &tax_list);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
     for f in &launch_noise.screen_flips {
         let part =

@@ -363,6 +363,11 @@ pub struct Tax {
     pub paired_launches: Vec<u32>,
     #[serde(default)]
     pub plain_launches: Vec<u32>,
+    /// Launches of this config and of plain whose data in the cell is cut short (the collector
+    /// killed during it, records missing; `CellStats::data_incomplete`), as `config lN`: shown
+    /// in the per-launch table, left out of this tax.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut_short: Vec<String>,
 }
 
 /// An A/A tax of one config in one cell: its launches at even positions (A) against those at

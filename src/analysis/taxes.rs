@@ -229,6 +229,10 @@ impl<'a> TaxEngine<'a> {
         let (name, q, f) = m.spec();
         cs.launches
             .iter()
+            // A launch whose data in the cell is not whole (the collector killed during it,
+            // records missing) is shown in the per-launch table but compared nowhere: its p90
+            // is of a cut window, the cell's first part.
+            .filter(|l| l.data_incomplete.is_empty())
             .filter_map(|l| {
                 let data = f(l).as_slice();
                 // A launch noise is a factor on the estimate: a launch whose estimate is not
@@ -418,6 +422,27 @@ impl<'a> TaxEngine<'a> {
             unpaired_launches: pairing.unpaired,
             paired_launches: pairing.a_used,
             plain_launches: pairing.b_used,
+            cut_short: [config, BASELINE]
+                .iter()
+                .flat_map(|c| self.cut_short(c, phase, cell))
+                .collect(),
+        })
+    }
+
+    /// `config`'s launches whose data in the cell is not whole, as `config lN`: what
+    /// [`Self::launch_stats`] leaves out.
+    fn cut_short(&self, config: &str, phase: Phase, cell: &str) -> Vec<String> {
+        let key = CellKey {
+            config: config.to_owned(),
+            phase,
+            cell: cell.to_owned(),
+        };
+        self.samples.get(&key).map_or_else(Vec::new, |cs| {
+            cs.launches
+                .iter()
+                .filter(|l| !l.data_incomplete.is_empty())
+                .map(|l| format!("{config} l{}", l.launch))
+                .collect()
         })
     }
 

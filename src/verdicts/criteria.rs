@@ -221,10 +221,17 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
                 (FileKind::Metrics, rc.has_metrics),
                 (FileKind::EngineStep, rc.has_steps),
             ];
+            // A cell the collector never finished (killed during it) says so next to its
+            // missing files: the launch did not end, the files were never written.
+            let cut = if rc.account.incomplete.is_empty() || !died.is_empty() {
+                String::new()
+            } else {
+                format!(" (cell incomplete: {})", rc.account.incomplete.join("; "))
+            };
             for (kind, present) in need {
                 if !present && (kind != FileKind::EngineStep || step_timing) {
                     missing.push(format!(
-                        "{}/{}{died}",
+                        "{}/{}{died}{cut}",
                         run.dir_name,
                         file_name(kind, *phase, cell)
                     ));

@@ -438,12 +438,24 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
             phase: phase_name(t.phase).to_owned(),
             rate: fmt::rate(t.rate),
             shape: format!("{}/{}", t.input_len, t.output_len),
-            launches: fmt::launches_on(t.paired_launches.len(), t.machines.len()),
+            launches: with_cut_short(
+                fmt::launches_on(t.paired_launches.len(), t.machines.len()),
+                &t.cut_short,
+            ),
             ttft: tax_cell(t.ttft_p90.as_ref()),
             tpot: tax_cell(t.tpot_p90.as_ref()),
             step: tax_cell(t.step_p50_us.as_ref()),
         })
         .collect()
+}
+
+/// `launches` followed by the launches a tax left out because their data in the cell is cut
+/// short: `0 launches on 0 machines; mooncake_both l6 left out (cell cut short)`.
+pub(super) fn with_cut_short(launches: String, cut: &[String]) -> String {
+    if cut.is_empty() {
+        return launches;
+    }
+    format!("{launches}; {} left out (cell cut short)", cut.join(", "))
 }
 
 /// The Phase A shape(s) of the reference-rate cells (the Phase A cells when no tax was
