@@ -1294,7 +1294,8 @@ fn without_a_repeat_on_one_machine_there_is_no_aa_and_a_warning_says_so() {
 /// `summary.json` has no entry for the cell. That launch's p90 is of the window's first part, so
 /// the tax must leave it out: the cut root gives the same tax, to the last bit, as the same
 /// root with the cell's files removed (the launch compared nowhere), names the launch in
-/// `cut_short`, and still lists the cut cell in the per-launch table, incomplete.
+/// `cut_short`, and still lists the cut cell in the per-launch table, incomplete; the pooled
+/// row of the cell pools the two whole launches only.
 #[test]
 fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
     let mut s = spec(vec![
@@ -1404,10 +1405,31 @@ fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
     let (complete, cut_p90) = l2_p90(&a_cut);
     assert!(!complete);
     assert_ne!(cut_p90, l2_p90(&whole).1);
+    // The pooled row pools the whole launches only, as the root without the cell's files
+    // does, and names the one it left out; a warning says so.
+    let pooled = |a: &AnalysisResult| {
+        a.summary
+            .cells
+            .iter()
+            .find(|c| c.key.config == "mooncake_both" && c.key.cell == cell && c.launch.is_none())
+            .expect("the pooled row")
+            .clone()
+    };
+    let (p_cut, p_gone) = (pooled(&a_cut), pooled(&tax_of(&roots[2]).0));
+    assert_eq!(p_cut.launches, vec![0, 1]);
+    assert!(p_cut.complete, "{p_cut:?}");
+    assert_eq!(p_cut.cut_short.len(), 1);
+    assert!(p_cut.cut_short[0].starts_with("l2 (no entry for this cell in summary.json"));
+    assert_eq!(p_cut.ttft_ms, p_gone.ttft_ms);
+    assert_eq!(p_cut.counts, p_gone.counts);
     assert!(
-        a_cut.summary.warnings.iter().any(|w| w
-            .contains(&format!("mooncake_both B {cell}: incomplete cell"))
-            && w.contains("its data cut short in l2")),
+        a_cut
+            .summary
+            .warnings
+            .iter()
+            .any(|w| w.starts_with(&format!(
+                "mooncake_both B {cell}: the data of l2 (no entry for this cell in summary.json"
+            )) && w.ends_with("leave it out (the per-launch table shows it)")),
         "{:?}",
         a_cut.summary.warnings
     );

@@ -181,6 +181,15 @@ pub(crate) fn analyze_leaving_out(
             archived.ref_safe, archived.ref_load, reference_rates.ref_safe, reference_rates.ref_load
         ));
     }
+    for c in cells.iter().filter(|c| !c.cut_short.is_empty()) {
+        warnings.push(format!(
+            "{} {} {}: the data of {} is cut short; the pooled row, every tax, A/A and launch-noise estimate leave it out (the per-launch table shows it)",
+            c.key.config,
+            c.key.phase,
+            c.key.cell,
+            c.cut_short.join(", ")
+        ));
+    }
     for c in cells.iter().filter(|c| !c.complete) {
         let cut: Vec<String> = per_launch
             .iter()

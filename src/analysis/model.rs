@@ -144,6 +144,10 @@ pub struct CellStats {
     /// a cell's saturation criteria are not evaluated, and it never defines a reference rate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_incomplete: Vec<String>,
+    /// A pooled row's launches left out because their data in the cell is cut short while
+    /// others' is whole (`lN (reason)`): the row pools the whole ones only (DESIGN.md §4.1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut_short: Vec<String>,
     pub ttft_ms: Quantiles,
     pub tpot_ms: Quantiles,
     pub e2e_ms: Quantiles,

@@ -98,13 +98,19 @@ fn cell_row(c: &CellStats) -> CellRow {
             format!("incomplete: {}", c.incomplete_reasons.join("; "))
         });
     }
+    if !c.cut_short.is_empty() {
+        health.push(format!(
+            "left out, data cut short: {}",
+            c.cut_short.join("; ")
+        ));
+    }
     if c.counts.errors > 0 {
         health.push(format!("{} errors", c.counts.errors));
     }
     if c.counts.dropped > 0 {
         health.push(format!("{} dropped", c.counts.dropped));
     }
-    let flagged = !c.complete || c.counts.errors > 0;
+    let flagged = !c.complete || c.counts.errors > 0 || !c.cut_short.is_empty();
     let throughput = match c.effective_rps {
         Some(e) if c.offered_rps > 0.0 => {
             format!("{} ({})", fmt::num(e), fmt::share(e / c.offered_rps))
