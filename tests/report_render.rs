@@ -481,6 +481,37 @@ fn phase_b_prime_gaps_name_configs_left_out_by_rule_and_missing_ones() {
         ),
         "{gaps}"
     );
+    // Phase B run at ref_load (a profile's `phase_b.rate_override`): `ctax run` plans no B'
+    // then, and the coverage does not ask for it.
+    let mut at_load = demo.clone();
+    for c in at_load
+        .analysis
+        .summary
+        .cells
+        .iter_mut()
+        .filter(|c| c.key.phase == ctax_schema::Phase::B)
+    {
+        c.rate = 8.0;
+    }
+    let gaps = degradation(&render(&at_load).md());
+    assert!(!gaps.contains("Phase B'"), "{gaps}");
+    let mut at_six = demo.clone();
+    for c in at_six
+        .analysis
+        .summary
+        .cells
+        .iter_mut()
+        .filter(|c| c.key.phase == ctax_schema::Phase::B)
+    {
+        c.rate = 6.0;
+    }
+    let gaps = degradation(&render(&at_six).md());
+    assert!(
+        gaps.contains(
+            "did not run, although ref_load (8 req/s) differs from Phase B's rate (6 req/s)."
+        ),
+        "{gaps}"
+    );
     let mut bp = demo.clone();
     let s = &mut bp.analysis.summary;
     let relabelled: Vec<_> = s

@@ -164,19 +164,30 @@ pub(super) fn gaps(r: &AnalysisResult) -> Vec<String> {
         }
     }
 
-    // Phase B': the seed adds it when ref_load differs from ref_safe.
+    // Phase B': the seed adds it when ref_load differs from Phase B's rate (ref_safe, or the
+    // profile's `phase_b.rate_override`: the rate Phase B's cells ran at), as `ctax run`
+    // plans it (`plan::bp_rate`).
     let refs = &r.summary.reference_rates;
-    if let (Some(safe), Some(load)) = (refs.ref_safe, refs.ref_load)
-        && (safe - load).abs() > 1e-9
+    let b_rate = measured(r, Phase::B)
+        .map(|c| c.rate)
+        .next()
+        .or(refs.ref_safe);
+    if let (Some(b_rate), Some(load)) = (b_rate, refs.ref_load)
+        && (b_rate - load).abs() > 1e-9
     {
         if measured(r, Phase::Bp).next().is_none() {
+            let whose = if refs.ref_safe.is_some_and(|s| (s - b_rate).abs() < 1e-9) {
+                "ref_safe"
+            } else {
+                "Phase B's rate"
+            };
             out.push(format!(
                 "Phase B' (the seed's shapes {} at ref_load for {}) did not run, although \
-                 ref_load ({} req/s) differs from ref_safe ({} req/s).",
+                 ref_load ({} req/s) differs from {whose} ({} req/s).",
                 list(&seed.phase_bp.shapes, |s| shape(*s)),
                 seed.phase_bp.configs.join(", "),
                 fmt::rate(load),
-                fmt::rate(safe)
+                fmt::rate(b_rate)
             ));
         } else {
             out.extend(bp_gaps(r, &seed.phase_bp, load));
