@@ -1289,20 +1289,20 @@ fn without_a_repeat_on_one_machine_there_is_no_aa_and_a_warning_says_so() {
     );
 }
 
-/// Truth: a 20% tax, three launches per config; mooncake_both l2 was killed during its
-/// Phase B cell 512/256 (as on the H200 on 2026-12-05, B' 4096/256): its requests file holds the cell's first 100 records only and its
-/// `summary.json` has no entry for the cell. That launch's p90 is of the window's first part, so
-/// the tax must leave it out: the cut root gives the same tax, to the last bit, as the same
-/// root with the cell's files removed (the launch compared nowhere), names the launch in
-/// `cut_short`, and still lists the cut cell in the per-launch table, incomplete; the pooled
-/// row of the cell pools the two whole launches only.
-#[test]
-fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
+/// Three copies of one synthetic root (20% TTFT tax, callbacks 80 µs a step, Phase B at 1
+/// req/s): whole; mooncake_both's last launch killed during its Phase B cell 512/256 (as on the
+/// H200 on 2026-12-05, B' 4096/256: the requests file holds the cell's first 100 records, and
+/// `summary.json` has no entry for the cell); and that cell's files removed. Returns the three
+/// analyses, the cell's name and the roots' directory (kept alive).
+fn cut_and_gone(launches: u32) -> ([(AnalysisResult, Verdicts); 3], String, tempfile::TempDir) {
     let mut s = spec(vec![
         SynthConfig::new("plain", 1.0, 1.0),
-        SynthConfig::new("mooncake_both", 1.20, 1.0),
+        SynthConfig {
+            callback_us: Some(80.0),
+            ..SynthConfig::new("mooncake_both", 1.20, 1.0)
+        },
     ]);
-    s.launches = 3;
+    s.launches = launches;
     s.launch_sigma = 0.03;
     s.phase_b_shapes = vec![(512, 256), (4096, 256)];
     s.phase_b_rate = 1.0;
@@ -1311,30 +1311,14 @@ fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
     for r in &roots {
         generate(&s, r).unwrap();
     }
-    let (whole, _) = analyze(&roots[0]);
-    let t_whole = whole
-        .summary
-        .taxes
-        .iter()
-        .find(|t| {
-            t.config == "mooncake_both" && t.context == TaxContext::ShapeB && t.input_len == 512
-        })
-        .unwrap()
-        .clone();
-    assert_eq!(t_whole.paired_launches, vec![0, 1, 2]);
-    let cell = t_whole.cell.clone();
-    let requests = format!("requests_B_{cell}.jsonl");
-    let l2 = |root: &std::path::Path| {
+    let cell = "r1_i512_o256".to_owned();
+    let last = format!("_mooncake_both_l{}", launches - 1);
+    let run_of = |root: &std::path::Path| {
         std::fs::read_dir(root)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .find(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .ends_with("_mooncake_both_l2")
-            })
-            .expect("mooncake_both l2's run directory")
+            .find(|p| p.file_name().unwrap().to_string_lossy().ends_with(&last))
+            .expect("mooncake_both's last run directory")
     };
     let drop_summary_entry = |run: &std::path::Path| {
         let p = run.join("summary.json");
@@ -1344,15 +1328,14 @@ fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
         assert!(cells.remove(&format!("B/{cell}")).is_some(), "{cells:?}");
         std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
     };
-    // The killed collector: the cell's first 100 records, no summary entry.
-    let cut = l2(&roots[1]);
-    let text = std::fs::read_to_string(cut.join(&requests)).unwrap();
-    let head: Vec<&str> = text.lines().take(100).collect();
+    let cut = run_of(&roots[1]);
+    let requests = cut.join(format!("requests_B_{cell}.jsonl"));
+    let text = std::fs::read_to_string(&requests).unwrap();
     assert!(text.lines().count() > 300);
-    std::fs::write(cut.join(&requests), head.join("\n") + "\n").unwrap();
+    let head: Vec<&str> = text.lines().take(100).collect();
+    std::fs::write(&requests, head.join("\n") + "\n").unwrap();
     drop_summary_entry(&cut);
-    // The reference: the same launch without the cell's data at all.
-    let gone = l2(&roots[2]);
+    let gone = run_of(&roots[2]);
     for f in std::fs::read_dir(&gone).unwrap() {
         let p = f.unwrap().path();
         if p.file_name()
@@ -1364,37 +1347,47 @@ fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
         }
     }
     drop_summary_entry(&gone);
+    (roots.map(|r| analyze(&r)), cell, dir)
+}
 
-    let tax_of = |root: &std::path::Path| {
-        let (a, _) = analyze(root);
-        let t = a
-            .summary
+/// Truth: [`cut_and_gone`] with three launches. The cut launch's p90 is of the window's first
+/// part, so no comparison may read it: every tax (TTFT, TPOT, step, callbacks, step −
+/// callbacks, in every cell), every A/A tax, the launch-noise summary and the machine effects
+/// of the cut root equal, to the last bit, those of the root with the cell's files removed;
+/// the tax names the launch (`not_whole`), the per-launch row is still there, incomplete, and
+/// the pooled row pools the two whole launches only and names the third.
+#[test]
+fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
+    let ([(whole, _), (a_cut, _), (a_gone, _)], cell, _dir) = cut_and_gone(3);
+    let tax = |a: &AnalysisResult| {
+        a.summary
             .taxes
             .iter()
-            .find(|t| {
-                t.config == "mooncake_both" && t.context == TaxContext::ShapeB && t.input_len == 512
-            })
+            .find(|t| t.config == "mooncake_both" && t.phase == Phase::B && t.cell == cell)
             .unwrap()
-            .clone();
-        (a, t)
+            .clone()
     };
-    let (a_cut, t_cut) = tax_of(&roots[1]);
-    let (_, t_gone) = tax_of(&roots[2]);
+    assert_eq!(tax(&whole).paired_launches, vec![0, 1, 2]);
+    let t_cut = tax(&a_cut);
     assert_eq!(t_cut.paired_launches, vec![0, 1], "{t_cut:?}");
-    assert_eq!(t_cut.cut_short, vec!["mooncake_both l2".to_owned()]);
-    let (c, g) = (
-        t_cut.ttft_p90.as_ref().unwrap().value,
-        t_gone.ttft_p90.as_ref().unwrap().value,
+    assert_eq!(t_cut.not_whole, vec!["mooncake_both l2".to_owned()]);
+    let cb = t_cut.callback_p50_us.as_ref().expect("a callback tax");
+    assert!(cb.value.est > 40.0, "{cb:?}");
+    let mut taxes = a_cut.summary.taxes.clone();
+    for t in &mut taxes {
+        t.not_whole.clear();
+    }
+    assert_eq!(taxes, a_gone.summary.taxes);
+    assert_eq!(a_cut.summary.aa_taxes, a_gone.summary.aa_taxes);
+    assert_eq!(a_cut.summary.launch_noise, a_gone.summary.launch_noise);
+    assert_eq!(
+        a_cut.summary.machines.effects,
+        a_gone.summary.machines.effects
     );
-    assert_eq!((c.est, c.lo, c.hi), (g.est, g.lo, g.hi));
-    let (c, g) = (
-        t_cut.tpot_p90.as_ref().unwrap().value,
-        t_gone.tpot_p90.as_ref().unwrap().value,
-    );
-    assert_eq!((c.est, c.lo, c.hi), (g.est, g.lo, g.hi));
-    // The cut launch's own p90 differs from what it would have been whole: had the tax read
-    // it, the two roots above would disagree.
-    let l2_p90 = |a: &AnalysisResult| {
+    assert_eq!(a_cut.step_ecdf, a_gone.step_ecdf);
+    // The cut launch's own p90 differs from what it would have been whole: had a comparison
+    // read it, the two roots above would disagree.
+    let l2 = |a: &AnalysisResult| {
         a.summary
             .per_launch
             .iter()
@@ -1402,9 +1395,9 @@ fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
             .map(|c| (c.complete, c.ttft_ms.p90.as_ref().unwrap().est))
             .expect("l2's row of the cell")
     };
-    let (complete, cut_p90) = l2_p90(&a_cut);
+    let (complete, cut_p90) = l2(&a_cut);
     assert!(!complete);
-    assert_ne!(cut_p90, l2_p90(&whole).1);
+    assert_ne!(cut_p90, l2(&whole).1);
     // The pooled row pools the whole launches only, as the root without the cell's files
     // does, and names the one it left out; a warning says so.
     let pooled = |a: &AnalysisResult| {
@@ -1415,22 +1408,47 @@ fn a_cell_cut_short_by_a_killed_collector_is_left_out_of_the_taxes() {
             .expect("the pooled row")
             .clone()
     };
-    let (p_cut, p_gone) = (pooled(&a_cut), pooled(&tax_of(&roots[2]).0));
+    let (p_cut, p_gone) = (pooled(&a_cut), pooled(&a_gone));
     assert_eq!(p_cut.launches, vec![0, 1]);
     assert!(p_cut.complete, "{p_cut:?}");
-    assert_eq!(p_cut.cut_short.len(), 1);
-    assert!(p_cut.cut_short[0].starts_with("l2 (no entry for this cell in summary.json"));
+    assert_eq!(p_cut.not_whole.len(), 1);
+    assert!(p_cut.not_whole[0].starts_with("l2 (no entry for this cell in summary.json"));
     assert_eq!(p_cut.ttft_ms, p_gone.ttft_ms);
     assert_eq!(p_cut.counts, p_gone.counts);
     assert!(
-        a_cut
-            .summary
-            .warnings
-            .iter()
-            .any(|w| w.starts_with(&format!(
-                "mooncake_both B {cell}: the data of l2 (no entry for this cell in summary.json"
-            )) && w.ends_with("leave it out (the per-launch table shows it)")),
+        a_cut.summary.warnings.iter().any(|w| w.starts_with(&format!(
+            "mooncake_both B {cell}: raw data not whole in l2 (no entry for this cell in summary.json"
+        )) && w.ends_with("leave it out (the per-launch table shows it)")),
         "{:?}",
         a_cut.summary.warnings
+    );
+}
+
+/// Truth: [`cut_and_gone`] with two launches, so one whole launch is left. The rendered
+/// report still shows both launches' rows of the cell (the pooled row pools one launch, but
+/// the cut one's row says why it is left out), and the shape tax names the cut launch.
+#[test]
+fn a_cut_launch_keeps_its_row_in_the_report() {
+    let ([_, (a_cut, verdicts), _], _, _dir) = cut_and_gone(2);
+    let out = tempfile::tempdir().unwrap();
+    connector_tax::report::render(&a_cut, &verdicts, out.path()).unwrap();
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(
+        md.lines().any(|l| l.contains("| B l1 |")
+            && l.contains("incomplete: ")
+            && l.contains("no entry for this cell in summary.json")),
+        "{md}"
+    );
+    assert!(
+        md.lines().any(|l| l.contains("| B l0 |")),
+        "the whole launch's own row: {md}"
+    );
+    assert!(
+        md.contains("left out, raw data not whole: l1 (no entry for this cell in summary.json"),
+        "{md}"
+    );
+    assert!(
+        md.lines().any(|l| l.starts_with("| mooncake_both | B | 1 | 512/256 | 1 launch on 1 machine; mooncake_both l1 left out (raw data not whole) |")),
+        "{md}"
     );
 }

@@ -33,7 +33,8 @@ pub(crate) fn compare(
     for cs in samples.values().filter(|c| c.key.phase == Phase::A) {
         // Launches by (host, GPU): one group per GPU of each host.
         let mut by_gpu: BTreeMap<(String, u32), Vec<&LaunchSamples>> = BTreeMap::new();
-        for l in &cs.launches {
+        // Only launches whose data in the cell is whole are compared (DESIGN.md §4.1).
+        for l in cs.launches.iter().filter(|l| l.whole()) {
             let Some(p) = &l.placement else { continue };
             by_gpu
                 .entry((p.host.clone().unwrap_or_default(), p.slot))

@@ -55,24 +55,18 @@ fn quantiles(rep: &Replicator, key: &str, groups: &[&[f64]]) -> Quantiles {
 }
 
 /// Statistics of one cell: pooled over `launches` (several launches → hierarchical CIs).
-/// The pooled row (`launch = None`) leaves out the launches whose data is cut short when
-/// another launch's is whole ([`CellStats::cut_short`]); with none whole it pools them all and
-/// is incomplete.
+/// The pooled row (`launch = None`) reads [`CellSamples::pooled_launches`]: it leaves out the
+/// launches whose raw data is not whole when another launch's is ([`CellStats::not_whole`]);
+/// with none whole it pools them all and is incomplete.
 fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellStats {
-    let all: Vec<&LaunchSamples> = cs
+    let launches: Vec<&LaunchSamples> = match launch {
+        None => cs.pooled_launches(),
+        Some(k) => cs.launches.iter().filter(|l| l.launch == k).collect(),
+    };
+    let not_whole: Vec<String> = cs
         .launches
         .iter()
-        .filter(|l| launch.is_none_or(|k| l.launch == k))
-        .collect();
-    let whole = |l: &&LaunchSamples| l.data_incomplete.is_empty();
-    let (launches, cut): (Vec<&LaunchSamples>, Vec<&LaunchSamples>) =
-        if launch.is_none() && all.iter().any(whole) {
-            all.into_iter().partition(whole)
-        } else {
-            (all, Vec::new())
-        };
-    let cut_short: Vec<String> = cut
-        .iter()
+        .filter(|l| launch.is_none() && !launches.iter().any(|p| p.launch == l.launch))
         .map(|l| format!("l{} ({})", l.launch, l.data_incomplete.join("; ")))
         .collect();
     let groups = |f: fn(&LaunchSamples) -> &Vec<f64>| -> Vec<&[f64]> {
@@ -162,7 +156,7 @@ fn cell_stats(rep: &Replicator, cs: &CellSamples, launch: Option<u32>) -> CellSt
                     .map(|r| format!("{} (l{}): {r}", l.run_dir, l.launch))
             })
             .collect(),
-        cut_short,
+        not_whole,
         ttft_ms: q("ttft_ms", |l| &l.ttft_ms),
         tpot_ms: q("tpot_ms", |l| &l.tpot_ms),
         e2e_ms: q("e2e_ms", |l| &l.e2e_ms),

@@ -255,7 +255,9 @@ pub(crate) fn find(
         if super::model::pooled_saturated(cells, &cs.key) != Some(false) {
             continue;
         }
-        for l in &cs.launches {
+        // A launch whose data in the cell is not whole is compared nowhere (DESIGN.md §4.1):
+        // a stretch in its cut window would be named as moving a tax it is not in.
+        for l in cs.launches.iter().filter(|l| l.whole()) {
             let start = l
                 .window
                 .map(|w| w.start_ns)

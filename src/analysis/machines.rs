@@ -167,9 +167,12 @@ pub(crate) fn summarize(
             .map(|c| c.key.config.as_str())
             .collect();
         for (m, name) in METRICS {
+            // Launch-cells whose raw data is not whole are listed and timed above but
+            // compared nowhere (DESIGN.md §4.1).
             let with_first: Vec<(LaunchObs, bool)> = per_launch
                 .iter()
                 .filter(|c| c.key.phase == phase && c.key.cell == cell)
+                .filter(|c| c.data_incomplete.is_empty())
                 .filter(|c| unsaturated.contains(&c.key.config.as_str()))
                 .filter(|c| noise.own_at(name, phase, cell, &c.key.config).is_none())
                 .filter_map(|c| {

@@ -181,26 +181,34 @@ pub(crate) fn analyze_leaving_out(
             archived.ref_safe, archived.ref_load, reference_rates.ref_safe, reference_rates.ref_load
         ));
     }
-    for c in cells.iter().filter(|c| !c.cut_short.is_empty()) {
+    for c in cells.iter().filter(|c| !c.not_whole.is_empty()) {
+        let (them, shows) = if c.not_whole.len() == 1 {
+            ("it", "shows it")
+        } else {
+            ("them", "shows them")
+        };
         warnings.push(format!(
-            "{} {} {}: the data of {} is cut short; the pooled row, every tax, A/A and launch-noise estimate leave it out (the per-launch table shows it)",
+            "{} {} {}: raw data not whole in {}; the pooled row, every tax, A/A and launch-noise estimate leave {them} out (the per-launch table {shows})",
             c.key.config,
             c.key.phase,
             c.key.cell,
-            c.cut_short.join(", ")
+            c.not_whole.join("; ")
         ));
     }
     for c in cells.iter().filter(|c| !c.complete) {
+        // The pooled row pools launches whose data is not whole only when none is whole.
         let cut: Vec<String> = per_launch
             .iter()
             .filter(|l| l.key == c.key && !l.data_incomplete.is_empty())
-            .filter_map(|l| l.launch.map(|n| format!("l{n}")))
+            .filter_map(|l| l.launch)
+            .filter(|n| c.launches.contains(n))
+            .map(|n| format!("l{n}"))
             .collect();
         let left_out = if cut.is_empty() {
             String::new()
         } else {
             format!(
-                "; its data cut short in {}, which every tax, A/A and launch-noise estimate leaves out (the per-launch table shows it)",
+                "; no launch's raw data is whole ({}), so every tax, A/A and launch-noise estimate leaves the cell out (the per-launch table shows it)",
                 cut.join(", ")
             )
         };
@@ -212,9 +220,10 @@ pub(crate) fn analyze_leaving_out(
             c.incomplete_reasons.join("; ")
         ));
     }
-    // The launch-cells whose raw data is whole: a cut one (the collector killed during it) is
-    // listed with its launch but measures a partial window, so it enters no noise estimate,
-    // machine effect or tax (`TaxEngine::launch_stats` leaves it out too).
+    // The launch-cells whose raw data is whole: one that is not (the collector killed during
+    // it, a file cut short) is listed with its launch but measures a partial window, so it
+    // enters no noise estimate, machine effect or tax (`TaxEngine::launch_stats` leaves it out
+    // too; DESIGN.md §4.1).
     let whole: Vec<CellStats> = per_launch
         .iter()
         .filter(|c| c.data_incomplete.is_empty())
@@ -245,8 +254,10 @@ pub(crate) fn analyze_leaving_out(
         opts.bootstrap.seed,
     );
     let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
-    let mut machines = machines::summarize(&cells, &whole, &launch_noise);
-    machines.order = launch_order::of_taxes(&whole, &tax_list);
+    // The machine listing and the launches' timeline read every launch-cell; the machine
+    // effects inside compare only whole ones.
+    let mut machines = machines::summarize(&cells, &per_launch, &launch_noise);
+    machines.order = launch_order::of_taxes(&per_launch, &tax_list);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
     for f in &launch_noise.screen_flips {
         let part =
@@ -665,8 +676,8 @@ fn step_ecdf(
             continue;
         }
         let mut v: Vec<f64> = cs
-            .launches
-            .iter()
+            .pooled_launches()
+            .into_iter()
             .flat_map(|l| l.step_duration_us.iter().copied())
             .collect();
         if v.is_empty() {

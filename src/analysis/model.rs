@@ -123,20 +123,21 @@ pub struct Saturation {
     pub saturated: bool,
 }
 
-/// All statistics of one cell. `launch = None` pools every launch of the config (hierarchical
-/// CIs); `Some(k)` is one launch alone.
+/// All statistics of one cell. `launch = None` pools the config's launches (hierarchical
+/// CIs): every one whose raw data in the cell is whole, or all of them when none is
+/// (`not_whole` names the ones left out); `Some(k)` is one launch alone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellStats {
     pub key: CellKey,
     pub launch: Option<u32>,
-    /// Launch indices whose data is in this cell.
+    /// Launch indices whose data is in this cell (in a pooled row, the launches it pools).
     pub launches: Vec<u32>,
     pub rate: f64,
     pub input_len: u32,
     pub output_len: u32,
     pub counts: Counts,
-    /// Every run (launch) of this cell reached its duration and min-completed targets, and
-    /// its raw data is whole (see `data_incomplete`).
+    /// Every launch this row reads reached its duration and min-completed targets, and its raw
+    /// data is whole (see `data_incomplete`; a pooled row's left-out launches: `not_whole`).
     pub complete: bool,
     pub incomplete_reasons: Vec<String>,
     /// Why the raw data of a launch of this cell is not whole (an empty or cut-short file, no
@@ -144,10 +145,11 @@ pub struct CellStats {
     /// a cell's saturation criteria are not evaluated, and it never defines a reference rate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_incomplete: Vec<String>,
-    /// A pooled row's launches left out because their data in the cell is cut short while
-    /// others' is whole (`lN (reason)`): the row pools the whole ones only (DESIGN.md §4.1).
+    /// A pooled row's launches left out because their raw data in the cell is not whole (a
+    /// collector killed during it, a file cut short, records missing) while others' is
+    /// (`lN (reason)`): the row pools the whole ones only (DESIGN.md §4.1).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cut_short: Vec<String>,
+    pub not_whole: Vec<String>,
     pub ttft_ms: Quantiles,
     pub tpot_ms: Quantiles,
     pub e2e_ms: Quantiles,
@@ -367,11 +369,12 @@ pub struct Tax {
     pub paired_launches: Vec<u32>,
     #[serde(default)]
     pub plain_launches: Vec<u32>,
-    /// Launches of this config and of plain whose data in the cell is cut short (the collector
-    /// killed during it, records missing; `CellStats::data_incomplete`), as `config lN`: shown
-    /// in the per-launch table, left out of this tax.
+    /// Launches of this config and of plain whose raw data in the cell is not whole (the
+    /// collector killed during it, a file cut short, records missing;
+    /// `CellStats::data_incomplete`), as `config lN`: shown in the per-launch table, left out of
+    /// this tax.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cut_short: Vec<String>,
+    pub not_whole: Vec<String>,
 }
 
 /// An A/A tax of one config in one cell: its launches at even positions (A) against those at

@@ -102,11 +102,31 @@ pub(crate) struct CellSamples {
     pub launches: Vec<LaunchSamples>,
 }
 
+impl LaunchSamples {
+    /// Its raw data in the cell is whole (`data_incomplete` is empty): only such a launch-cell
+    /// is compared with another (DESIGN.md §4.1).
+    pub(crate) fn whole(&self) -> bool {
+        self.data_incomplete.is_empty()
+    }
+}
+
 impl CellSamples {
-    /// Per-launch slices of one metric, for the bootstrap.
+    /// The launches a pooled statistic reads: the whole ones, or every launch when none is
+    /// whole (then the pooled row is incomplete and says so).
+    pub(crate) fn pooled_launches(&self) -> Vec<&LaunchSamples> {
+        let whole: Vec<&LaunchSamples> = self.launches.iter().filter(|l| l.whole()).collect();
+        if whole.is_empty() {
+            self.launches.iter().collect()
+        } else {
+            whole
+        }
+    }
+
+    /// Per-launch slices of one metric of the whole launches, for a comparison's bootstrap.
     pub(crate) fn groups(&self, f: impl Fn(&LaunchSamples) -> &Vec<f64>) -> Vec<&[f64]> {
         self.launches
             .iter()
+            .filter(|l| l.whole())
             .map(|l| f(l).as_slice())
             .filter(|s| !s.is_empty())
             .collect()

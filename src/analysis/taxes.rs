@@ -201,6 +201,11 @@ impl<'a> TaxEngine<'a> {
         };
         let cs = self.samples.get(&key)?;
         let st = self.stats.get(&key)?;
+        // A pooled row with data that is not whole pools launches none of which is whole: no
+        // comparison reads it (its whole launches' groups below are empty too).
+        if !st.data_incomplete.is_empty() {
+            return None;
+        }
         let (name, _, f) = m.spec();
         let est = m.point(st)?;
         let groups = cs.groups(f);
@@ -232,7 +237,7 @@ impl<'a> TaxEngine<'a> {
             // A launch whose data in the cell is not whole (the collector killed during it,
             // records missing) is shown in the per-launch table but compared nowhere: its p90
             // is of a cut window, the cell's first part.
-            .filter(|l| l.data_incomplete.is_empty())
+            .filter(|l| l.whole())
             .filter_map(|l| {
                 let data = f(l).as_slice();
                 // A launch noise is a factor on the estimate: a launch whose estimate is not
@@ -422,16 +427,16 @@ impl<'a> TaxEngine<'a> {
             unpaired_launches: pairing.unpaired,
             paired_launches: pairing.a_used,
             plain_launches: pairing.b_used,
-            cut_short: [config, BASELINE]
+            not_whole: [config, BASELINE]
                 .iter()
-                .flat_map(|c| self.cut_short(c, phase, cell))
+                .flat_map(|c| self.not_whole(c, phase, cell))
                 .collect(),
         })
     }
 
     /// `config`'s launches whose data in the cell is not whole, as `config lN`: what
     /// [`Self::launch_stats`] leaves out.
-    fn cut_short(&self, config: &str, phase: Phase, cell: &str) -> Vec<String> {
+    fn not_whole(&self, config: &str, phase: Phase, cell: &str) -> Vec<String> {
         let key = CellKey {
             config: config.to_owned(),
             phase,
@@ -440,7 +445,7 @@ impl<'a> TaxEngine<'a> {
         self.samples.get(&key).map_or_else(Vec::new, |cs| {
             cs.launches
                 .iter()
-                .filter(|l| !l.data_incomplete.is_empty())
+                .filter(|l| !l.whole())
                 .map(|l| format!("{config} l{}", l.launch))
                 .collect()
         })

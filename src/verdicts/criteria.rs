@@ -221,8 +221,8 @@ fn sc6(ctx: &Ctx, ds: &Dataset) -> Verdict {
                 (FileKind::Metrics, rc.has_metrics),
                 (FileKind::EngineStep, rc.has_steps),
             ];
-            // A cell the collector never finished (killed during it) says so next to its
-            // missing files: the launch did not end, the files were never written.
+            // A cell whose raw data is not whole (a collector killed during it, a file cut
+            // short) gives its reasons next to its missing files.
             let cut = if rc.account.incomplete.is_empty() || !died.is_empty() {
                 String::new()
             } else {

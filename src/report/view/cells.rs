@@ -98,10 +98,10 @@ fn cell_row(c: &CellStats) -> CellRow {
             format!("incomplete: {}", c.incomplete_reasons.join("; "))
         });
     }
-    if !c.cut_short.is_empty() {
+    if !c.not_whole.is_empty() {
         health.push(format!(
-            "left out, data cut short: {}",
-            c.cut_short.join("; ")
+            "left out, raw data not whole: {}",
+            c.not_whole.join("; ")
         ));
     }
     if c.counts.errors > 0 {
@@ -110,7 +110,7 @@ fn cell_row(c: &CellStats) -> CellRow {
     if c.counts.dropped > 0 {
         health.push(format!("{} dropped", c.counts.dropped));
     }
-    let flagged = !c.complete || c.counts.errors > 0 || !c.cut_short.is_empty();
+    let flagged = !c.complete || c.counts.errors > 0 || !c.not_whole.is_empty();
     let throughput = match c.effective_rps {
         Some(e) if c.offered_rps > 0.0 => {
             format!("{} ({})", fmt::num(e), fmt::share(e / c.offered_rps))
@@ -161,11 +161,12 @@ pub(super) fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
                     .then(a.rate.total_cmp(&b.rate))
             });
             // With several launches, each launch's own row follows its pooled row, so the
-            // launch-to-launch variation is visible next to the pooled CI.
+            // launch-to-launch variation is visible next to the pooled CI (counting the
+            // launches the pooled row left out, whose data is not whole: their rows show why).
             let mut rows = Vec::new();
             for c in cells {
                 rows.push(cell_row(c));
-                if c.launches.len() > 1 {
+                if c.launches.len() + c.not_whole.len() > 1 {
                     for l in r.summary.per_launch.iter().filter(|p| p.key == c.key) {
                         let mut row = cell_row(l);
                         row.phase = format!("{} l{}", l.key.phase, l.launch.unwrap_or_default());

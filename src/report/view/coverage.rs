@@ -1,5 +1,6 @@
 //! What of the seed design's plan a dataset measured: the Phase A rate ladder and shape, the
-//! Phase B shape grid and the configs it ran for, and Phase B' when ref_load ≠ ref_safe. The
+//! Phase B shape grid and the configs it ran for, and Phase B' when ref_load differs from the
+//! rate Phase B ran at (ref_safe, or the profile's `phase_b.rate_override`). The
 //! plan is `launch/profiles/seed.toml`, compiled in, so the report and `ctax run --profile seed`
 //! read the same numbers. Each gap is one line of the report's Degradation list: a verdict or a
 //! figure built on part of the plan says which part is missing.
@@ -168,9 +169,13 @@ pub(super) fn gaps(r: &AnalysisResult) -> Vec<String> {
     // profile's `phase_b.rate_override`: the rate Phase B's cells ran at), as `ctax run`
     // plans it (`plan::bp_rate`).
     let refs = &r.summary.reference_rates;
-    let b_rate = measured(r, Phase::B)
+    // Any pooled Phase B row's rate, complete or not (one rate per root's Phase B).
+    let b_rate = r
+        .summary
+        .cells
+        .iter()
+        .find(|c| c.launch.is_none() && c.key.phase == Phase::B)
         .map(|c| c.rate)
-        .next()
         .or(refs.ref_safe);
     if let (Some(b_rate), Some(load)) = (b_rate, refs.ref_load)
         && (b_rate - load).abs() > 1e-9

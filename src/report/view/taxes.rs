@@ -360,10 +360,19 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
                             .map_or_else(|| k.to_string(), |n| format!("{k} ({n})")),
                         None => "n/a".to_owned(),
                     };
-                    match safe.and_then(pairing_note) {
+                    let count = match safe.and_then(pairing_note) {
                         Some(note) => format!("{count}; {note}"),
                         None => count,
-                    }
+                    };
+                    // Launches at ref_safe or ref_load that a tax left out, their data not whole.
+                    let mut cut: Vec<String> = [safe, load]
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|t| t.not_whole.iter().cloned())
+                        .collect();
+                    cut.sort();
+                    cut.dedup();
+                    with_not_whole(count, &cut)
                 },
                 config: c,
             }
@@ -438,9 +447,9 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
             phase: phase_name(t.phase).to_owned(),
             rate: fmt::rate(t.rate),
             shape: format!("{}/{}", t.input_len, t.output_len),
-            launches: with_cut_short(
+            launches: with_not_whole(
                 fmt::launches_on(t.paired_launches.len(), t.machines.len()),
-                &t.cut_short,
+                &t.not_whole,
             ),
             ttft: tax_cell(t.ttft_p90.as_ref()),
             tpot: tax_cell(t.tpot_p90.as_ref()),
@@ -449,13 +458,16 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
         .collect()
 }
 
-/// `launches` followed by the launches a tax left out because their data in the cell is cut
-/// short: `0 launches on 0 machines; mooncake_both l6 left out (cell cut short)`.
-pub(super) fn with_cut_short(launches: String, cut: &[String]) -> String {
+/// `launches` followed by the launches a tax left out because their raw data in the cell is
+/// not whole: `0 launches on 0 machines; mooncake_both l6 left out (raw data not whole)`.
+pub(super) fn with_not_whole(launches: String, cut: &[String]) -> String {
     if cut.is_empty() {
         return launches;
     }
-    format!("{launches}; {} left out (cell cut short)", cut.join(", "))
+    format!(
+        "{launches}; {} left out (raw data not whole)",
+        cut.join(", ")
+    )
 }
 
 /// The Phase A shape(s) of the reference-rate cells (the Phase A cells when no tax was
