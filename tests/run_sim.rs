@@ -1289,6 +1289,18 @@ fn ctax_plain(args: &[&str]) -> Output {
 }
 
 /// The `[ctax] dry run:` lines of a dry run on `out`, with `out` written as ROOT.
+/// `ctax report ROOT --out SITE`, which must succeed; its report.md.
+fn report_md(root: &Path, site: &Path) -> String {
+    let o = ctax_plain(&[
+        "report",
+        root.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::read_to_string(site.join("report.md")).unwrap()
+}
+
 fn dry_lines(p: &Path, out: &Path, extra: &[&str]) -> Vec<String> {
     let mut args = extra.to_vec();
     args.push("--dry-run");
@@ -1505,15 +1517,7 @@ fn a_skeleton_resumes_like_its_root_and_its_new_runs_join_the_root() {
             "{config} l{launch}: {ids:?}"
         );
     }
-    let rep = tmp.path().join("rep");
-    let o = ctax_plain(&[
-        "report",
-        out.to_str().unwrap(),
-        "--out",
-        rep.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let md = std::fs::read_to_string(rep.join("report.md")).unwrap();
+    let md = report_md(&out, &tmp.path().join("rep"));
     assert!(
         md.contains("| A l1 |"),
         "the new launches are in the report"
@@ -1823,14 +1827,6 @@ fn phase_b_prime_runs_alone_in_new_launches() {
         assert!(tree(d) == *t, "{d:?} untouched");
     }
     // The analysis reads B'-only launches.
-    let site = tmp.path().join("site");
-    let o = ctax_plain(&[
-        "report",
-        out.to_str().unwrap(),
-        "--out",
-        site.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let md = std::fs::read_to_string(site.join("report.md")).unwrap();
+    let md = report_md(&out, &tmp.path().join("site"));
     assert!(md.contains("| noop_connector | B' | 8 | 256/32 |"), "{md}");
 }

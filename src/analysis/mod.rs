@@ -196,17 +196,12 @@ pub(crate) fn analyze_leaving_out(
         ));
     }
     for c in cells.iter().filter(|c| !c.complete) {
-        // The pooled row pools launches whose data is not whole only when none is whole.
-        let cut: Vec<String> = per_launch
-            .iter()
-            .filter(|l| l.key == c.key && !l.data_incomplete.is_empty())
-            .filter_map(|l| l.launch)
-            .filter(|n| c.launches.contains(n))
-            .map(|n| format!("l{n}"))
-            .collect();
-        let left_out = if cut.is_empty() {
+        // A pooled row pools launches whose raw data is not whole only when none is whole
+        // (`CellSamples::pooled_launches`): then every launch it lists is such a one.
+        let left_out = if c.data_incomplete.is_empty() {
             String::new()
         } else {
+            let cut: Vec<String> = c.launches.iter().map(|n| format!("l{n}")).collect();
             format!(
                 "; no launch's raw data is whole ({}), so every tax, A/A and launch-noise estimate leaves the cell out (the per-launch table shows it)",
                 cut.join(", ")

@@ -202,7 +202,8 @@ impl<'a> TaxEngine<'a> {
         let cs = self.samples.get(&key)?;
         let st = self.stats.get(&key)?;
         // A pooled row with data that is not whole pools launches none of which is whole: no
-        // comparison reads it (its whole launches' groups below are empty too).
+        // comparison reads it. Needed, not only clear: `groups` below would be empty, but the
+        // replicate cache already holds this key's replicates from the pooled row's cut data.
         if !st.data_incomplete.is_empty() {
             return None;
         }
