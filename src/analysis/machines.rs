@@ -172,7 +172,7 @@ pub(crate) fn summarize(
             let with_first: Vec<(LaunchObs, bool)> = per_launch
                 .iter()
                 .filter(|c| c.key.phase == phase && c.key.cell == cell)
-                .filter(|c| c.data_incomplete.is_empty())
+                .filter(|c| c.whole())
                 .filter(|c| unsaturated.contains(&c.key.config.as_str()))
                 .filter(|c| noise.own_at(name, phase, cell, &c.key.config).is_none())
                 .filter_map(|c| {

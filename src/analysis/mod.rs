@@ -198,7 +198,7 @@ pub(crate) fn analyze_leaving_out(
     for c in cells.iter().filter(|c| !c.complete) {
         // A pooled row pools launches whose raw data is not whole only when none is whole
         // (`CellSamples::pooled_launches`): then every launch it lists is such a one.
-        let left_out = if c.data_incomplete.is_empty() {
+        let left_out = if c.whole() {
             String::new()
         } else {
             let cut: Vec<String> = c.launches.iter().map(|n| format!("l{n}")).collect();
@@ -219,11 +219,7 @@ pub(crate) fn analyze_leaving_out(
     // it, a file cut short) is listed with its launch but measures a partial window, so it
     // enters no noise estimate, machine effect or tax (`TaxEngine::launch_stats` leaves it out
     // too; DESIGN.md §4.1).
-    let whole: Vec<CellStats> = per_launch
-        .iter()
-        .filter(|c| c.data_incomplete.is_empty())
-        .cloned()
-        .collect();
+    let whole: Vec<CellStats> = per_launch.iter().filter(|c| c.whole()).cloned().collect();
     let (noise, mut launch_noise) = launch_noise::NoiseModel::estimate(
         &cells,
         &whole,

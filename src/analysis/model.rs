@@ -218,6 +218,12 @@ impl Saturation {
 }
 
 impl CellStats {
+    /// Its raw data is whole (`data_incomplete` is empty): only such a row is compared with
+    /// another; a pooled row is not whole only when none of its launches is (DESIGN.md §4.1).
+    pub(crate) fn whole(&self) -> bool {
+        self.data_incomplete.is_empty()
+    }
+
     /// At or above its config's saturation rate (false while not yet evaluated).
     pub(crate) fn saturated(&self) -> bool {
         self.saturation.as_ref().is_some_and(|s| s.saturated)

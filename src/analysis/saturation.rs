@@ -163,14 +163,14 @@ fn evaluate_ladder(cells: &mut [CellStats], mut idx: Vec<usize>) -> (Vec<usize>,
     idx.sort_by(|a, b| cells[*a].rate.total_cmp(&cells[*b].rate));
     let mut sat: Option<f64> = None;
     for (pos, &i) in idx.iter().enumerate() {
-        if !cells[i].data_incomplete.is_empty() {
+        if !cells[i].whole() {
             cells[i].saturation = Some(not_evaluated(&cells[i]));
             continue;
         }
         let evaluable: Vec<usize> = idx[..pos]
             .iter()
             .copied()
-            .filter(|&j| cells[j].data_incomplete.is_empty())
+            .filter(|&j| cells[j].whole())
             .collect();
         let lower = lower_reference(&evaluable, cells, cells[i].rate);
         let crit = criteria(&cells[i], lower.map(|j| &cells[j]));
@@ -192,7 +192,7 @@ fn evaluate_ladder(cells: &mut [CellStats], mut idx: Vec<usize>) -> (Vec<usize>,
 /// cells are left to [`evaluate`] and [`evaluate_launches`].
 pub(crate) fn evaluate_fixed_rate(cells: &mut [CellStats]) {
     for c in cells.iter_mut().filter(|c| c.key.phase != Phase::A) {
-        if !c.data_incomplete.is_empty() {
+        if !c.whole() {
             c.saturation = Some(not_evaluated(c));
             continue;
         }
@@ -263,7 +263,7 @@ pub(crate) fn evaluate_launches(per_launch: &mut [CellStats]) -> Vec<LaunchSatur
         }
         e.rates.extend(
             idx.iter()
-                .filter(|&&i| per_launch[i].data_incomplete.is_empty())
+                .filter(|&&i| per_launch[i].whole())
                 .map(|&i| per_launch[i].rate),
         );
     }

@@ -204,7 +204,7 @@ impl<'a> TaxEngine<'a> {
         // A pooled row with data that is not whole pools launches none of which is whole: no
         // comparison reads it. Needed, not only clear: `groups` below would be empty, but the
         // replicate cache already holds this key's replicates from the pooled row's cut data.
-        if !st.data_incomplete.is_empty() {
+        if !st.whole() {
             return None;
         }
         let (name, _, f) = m.spec();
