@@ -1746,6 +1746,16 @@ fn phase_b_prime_runs_alone_in_new_launches() {
             vec!["--phase-b-shapes", "none", "--phase-b-first", "256/32"],
             "cannot be used with",
         ),
+        (
+            &with_bp,
+            vec!["--phase-bp-first", "256/64"],
+            "--phase-bp-first 256/64: not one of the profile's B' shapes (256/32, 1024/32)",
+        ),
+        (
+            &p,
+            vec!["--phase-bp-first", "256/32"],
+            "--phase-bp-first 256/32: the profile has no [phase_bp] section",
+        ),
     ] {
         let mut a = vec!["--force-profile", "--launches", "2"];
         a.extend(args.iter().copied());
@@ -1822,6 +1832,40 @@ fn phase_b_prime_runs_alone_in_new_launches() {
         );
         let ran: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
         assert_eq!(ran, ["Bp/r8_i256_o32", "Bp/r8_i1024_o32"], "{d:?}");
+    }
+    // `--phase-bp-first`: launch 2 of each config runs the profile's second B' shape first,
+    // and the launches that exist are not touched.
+    let before_l2: Vec<_> = dirs.iter().map(|d| tree(d)).collect();
+    let o = phase_b(
+        &with_bp,
+        &rr,
+        &[
+            "--launches",
+            "3",
+            "--phase-b-shapes",
+            "none",
+            "--phase-bp-first",
+            "1024/32",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("; B' 1024/32 first among each launch's B' cells"),
+        "{}",
+        stderr(&o)
+    );
+    let l2: Vec<PathBuf> = run_dirs(&out)
+        .into_iter()
+        .filter(|d| !dirs.contains(d))
+        .collect();
+    assert_eq!(l2.len(), 2, "plain l2 and noop_connector l2 only: {l2:?}");
+    for d in &l2 {
+        assert_eq!(config_of(d).launch, 2, "{d:?}");
+        let ran: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(ran, ["Bp/r8_i1024_o32", "Bp/r8_i256_o32"], "{d:?}");
+    }
+    for (d, t) in dirs.iter().zip(&before_l2) {
+        assert!(tree(d) == *t, "{d:?} untouched");
     }
     for (d, t) in first.iter().zip(&first_trees) {
         assert!(tree(d) == *t, "{d:?} untouched");

@@ -125,6 +125,13 @@ pub struct RunArgs {
     /// the counts differ).
     #[arg(long, value_name = "SHAPES", value_delimiter = ',')]
     pub phase_b_shapes: Option<Vec<String>>,
+    /// B': run this B' shape (`IN/OUT`, one of the profile's `[phase_bp]` shapes) first among
+    /// every launch's B' cells in this sweep (in a B'-only launch, `--phase-b-shapes none`: right
+    /// after the launch's warm-up); the other B' shapes keep the profile's order. With the
+    /// profile's first shape last it gives B' pairs in the other order, so the report can tell
+    /// a B' tax from the cell's place in the launch (DESIGN.md §4.3 "Mixed places").
+    #[arg(long, value_name = "IN/OUT")]
+    pub phase_bp_first: Option<String>,
     /// Phase A: run the rates in this order in every launch of this sweep (`4,6,8,2`: each of
     /// the profile's `phase_a.rates` once), the first right after the launch's warm-up. With
     /// ref_safe last it mirrors `--phase-b-first`: the cell H1 reads, after the other rates
@@ -191,6 +198,8 @@ struct Ctx {
     /// `--phase-b-shapes`: the Phase B shapes of this sweep's launches, in order (empty: only
     /// their B' cells); `None`: the profile's, `--phase-b-first`'s first.
     pub phase_b_shapes: Option<Vec<(u32, u32)>>,
+    /// `--phase-bp-first`: the B' shape each launch runs first among its B' cells.
+    pub phase_bp_first: Option<(u32, u32)>,
     /// `--dry-run`: stages print their launches instead of running them.
     pub dry_run: bool,
     /// `--end-by`: the deadline, and the launches it held back.
@@ -268,6 +277,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .phase_b_first
         .as_deref()
         .map(|s| plan::parse_first_shape(s, p.phase_b.as_ref().map(|b| &b.shapes[..])))
+        .transpose()
+        .map_err(|e| UsageError(format!("{e:#}")))?;
+    let phase_bp_first = args
+        .phase_bp_first
+        .as_deref()
+        .map(|s| plan::parse_bp_first_shape(s, p.phase_bp.as_ref().map(|bp| &bp.shapes[..])))
         .transpose()
         .map_err(|e| UsageError(format!("{e:#}")))?;
     let phase_b_shapes = args
@@ -420,6 +435,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let ctx = Ctx {
         phase_b_first,
         phase_b_shapes,
+        phase_bp_first,
         root: root.clone(),
         repo,
         profile: p,
@@ -614,7 +630,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     .clone()
                     .unwrap_or_else(|| plan::shapes_in_order(&b.shapes, ctx.phase_b_first));
                 eprintln!(
-                    "[ctax] stage 3: Phase B at {} req/s{}",
+                    "[ctax] stage 3: Phase B at {} req/s{}{}",
                     ctax_schema::fmt_rate(rate),
                     match (&ctx.phase_b_shapes, ctx.phase_b_first) {
                         (Some(s), _) if s.is_empty() =>
@@ -626,7 +642,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                         ),
                         (None, Some((i, o))) => format!(", {i}/{o} first in every launch"),
                         (None, None) => String::new(),
-                    }
+                    },
+                    ctx.phase_bp_first
+                        .map(|(i, o)| format!("; B' {i}/{o} first among each launch's B' cells"))
+                        .unwrap_or_default()
                 );
                 let ref_load = refs.as_ref().and_then(|r| r.ref_load);
                 let bp_rate =
@@ -659,7 +678,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                         })
                         .collect();
                     if let (Some(bp), Ok(load)) = (&ctx.profile.phase_bp, bp_rate(config)) {
-                        cells.extend(bp.shapes.iter().map(|&(i, o)| {
+                        let bp_shapes = plan::shapes_in_order(&bp.shapes, ctx.phase_bp_first);
+                        cells.extend(bp_shapes.into_iter().map(|(i, o)| {
                             planned(
                                 &ctx,
                                 Phase::Bp,

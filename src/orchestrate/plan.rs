@@ -239,6 +239,17 @@ pub(crate) fn shapes_text(shapes: &[(u32, u32)]) -> String {
 
 /// One `IN/OUT` argument of `flag`, which must be one of the profile's Phase B shapes.
 fn parse_shape(flag: &str, arg: &str, shapes: Option<&[(u32, u32)]>) -> anyhow::Result<(u32, u32)> {
+    parse_shape_of(flag, arg, shapes, ("phase_b", "Phase B"))
+}
+
+/// One `IN/OUT` argument of `flag`, which must be one of `shapes`, the shapes of the profile's
+/// `section` (`None`: the profile has none), named `what` in the error.
+fn parse_shape_of(
+    flag: &str,
+    arg: &str,
+    shapes: Option<&[(u32, u32)]>,
+    (section, what): (&str, &str),
+) -> anyhow::Result<(u32, u32)> {
     let shape = arg
         .split_once('/')
         .and_then(|(i, o)| Some((i.trim().parse().ok()?, o.trim().parse().ok()?)))
@@ -246,10 +257,10 @@ fn parse_shape(flag: &str, arg: &str, shapes: Option<&[(u32, u32)]>) -> anyhow::
             anyhow::anyhow!("{flag} {arg:?}: expected IN/OUT token counts, e.g. 4096/256")
         })?;
     let shapes = shapes
-        .ok_or_else(|| anyhow::anyhow!("{flag} {arg}: the profile has no phase_b section"))?;
+        .ok_or_else(|| anyhow::anyhow!("{flag} {arg}: the profile has no {section} section"))?;
     anyhow::ensure!(
         shapes.contains(&shape),
-        "{flag} {arg}: not one of the profile's Phase B shapes ({})",
+        "{flag} {arg}: not one of the profile's {what} shapes ({})",
         shapes_text(shapes)
     );
     Ok(shape)
@@ -261,6 +272,14 @@ pub(crate) fn parse_first_shape(
     shapes: Option<&[(u32, u32)]>,
 ) -> anyhow::Result<(u32, u32)> {
     parse_shape("--phase-b-first", arg, shapes)
+}
+
+/// `--phase-bp-first IN/OUT`: the shape, which must be one of the profile's `[phase_bp]` shapes.
+pub(crate) fn parse_bp_first_shape(
+    arg: &str,
+    bp_shapes: Option<&[(u32, u32)]>,
+) -> anyhow::Result<(u32, u32)> {
+    parse_shape_of("--phase-bp-first", arg, bp_shapes, ("[phase_bp]", "B'"))
 }
 
 /// `--phase-b-shapes SHAPES`: some of the profile's Phase B shapes, each once, in the order
