@@ -1860,9 +1860,52 @@ fn phase_b_prime_runs_alone_in_new_launches() {
         .collect();
     assert_eq!(l2.len(), 2, "plain l2 and noop_connector l2 only: {l2:?}");
     for d in &l2 {
-        assert_eq!(config_of(d).launch, 2, "{d:?}");
-        let ran: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(ran, ["Bp/r8_i1024_o32", "Bp/r8_i256_o32"], "{d:?}");
+        let rc = config_of(d);
+        assert_eq!(rc.launch, 2, "{d:?}");
+        let planned: Vec<(u32, u32)> = rc
+            .cells
+            .iter()
+            .map(|c| (c.cell.input_len, c.cell.output_len))
+            .collect();
+        assert_eq!(
+            planned,
+            [(1024, 32), (256, 32)],
+            "{d:?}: config.json in run order"
+        );
+        let ran = cells_by_start(d);
+        let keys: Vec<&str> = ran.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["Bp/r8_i1024_o32", "Bp/r8_i256_o32"], "{d:?}");
+        // The launch warm-up (2 s in the sim profile) on the first, B′'s own (1 s) on the other.
+        assert!((ran[0].1 - 2.0).abs() < 1e-6, "{d:?}: {ran:?}");
+        assert!((ran[1].1 - 1.0).abs() < 1e-6, "{d:?}: {ran:?}");
+    }
+    // With a Phase B shape in the sweep, the B' cells stay after it, in the flag's order.
+    let before_l3 = run_dirs(&out);
+    let o = phase_b(
+        &with_bp,
+        &rr,
+        &[
+            "--launches",
+            "4",
+            "--phase-b-shapes",
+            "256/64",
+            "--phase-bp-first",
+            "1024/32",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let l3: Vec<PathBuf> = run_dirs(&out)
+        .into_iter()
+        .filter(|d| !before_l3.contains(d))
+        .collect();
+    assert_eq!(l3.len(), 2, "plain l3 and noop_connector l3 only: {l3:?}");
+    for d in &l3 {
+        let keys: Vec<String> = cells_by_start(d).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            ["B/r4_i256_o64", "Bp/r8_i1024_o32", "Bp/r8_i256_o32"],
+            "{d:?}"
+        );
     }
     for (d, t) in dirs.iter().zip(&before_l2) {
         assert!(tree(d) == *t, "{d:?} untouched");

@@ -16,7 +16,8 @@
 #        unpacks ctax + ctax-collect, writes the stand-in model, starts `ctax run` detached;
 #        every argument after OUT goes to `ctax run`, e.g. --gpus 0,1, --launches 2,
 #        --skip-stage 4, --shard 1/2, --port-offset 1000, --plain-last, --phase-b-first 4096/256,
-#        --phase-bp-first 4096/256, --phase-a-order 4,6,8,2, --end-by @$(( $(date +%s) + BUDGET_LEFT_S - 120 )): no launch
+#        --phase-bp-first 4096/256, --phase-a-order 4,6,8,2,
+#        --end-by @$(( $(date +%s) + BUDGET_LEFT_S - 120 )): no launch
 #        starts that is not expected to end while the budget lasts, with two minutes left for
 #        the bring-back; an absolute time holds for every sweep of a chain, and a sweep that
 #        held a launch back exits 5, which ends the chain); `--then` separates sweeps run one after the other in the same

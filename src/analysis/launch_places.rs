@@ -2,7 +2,8 @@
 //! launches, so a cell that some launches ran 1st and others 5th pools the two places, and the
 //! same-cell check ([`super::same_cell`]) shows that a cell's place can move its tax. This
 //! happens when a sweep reorders a phase (`ctax run --phase-b-first`, which also moves every
-//! other shape one place later) or when a cell resumed on a new server (it runs 1st there).
+//! other shape one place later; `--phase-a-order`, `--phase-bp-first`) or when a cell resumed on
+//! a new server (it runs 1st there).
 //! The report warns for each phase, and a verdict that reads such a phase says so.
 
 use std::collections::BTreeMap;

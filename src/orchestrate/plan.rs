@@ -183,7 +183,8 @@ pub(crate) fn stage_plan(
     blocks
 }
 
-/// `shapes` with `first` moved to the front (`--phase-b-first`); the others keep their order.
+/// `shapes` with `first` moved to the front (`--phase-b-first` for Phase B's shapes,
+/// `--phase-bp-first` for B′'s); the others keep their order; a `first` not among them is ignored.
 pub(crate) fn shapes_in_order(shapes: &[(u32, u32)], first: Option<(u32, u32)>) -> Vec<(u32, u32)> {
     let mut out: Vec<(u32, u32)> = first.into_iter().filter(|f| shapes.contains(f)).collect();
     out.extend(shapes.iter().filter(|s| Some(**s) != first));

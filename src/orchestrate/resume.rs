@@ -15,6 +15,7 @@ use super::manifest;
 use super::server::unix_ms;
 
 /// What is left of one launch.
+#[derive(Debug)]
 pub(crate) enum Todo {
     /// Every planned cell is complete, or capped and kept (how many were capped, of how many of
     /// the sweep's cells the launch's own plan holds).
@@ -122,14 +123,16 @@ pub(crate) fn todo_in(
     let dir = dir.clone();
     // A launch keeps the plan it started with: cells a later plan adds (a rate added to the
     // profile, `--phase-a-rates`) are not run in it, so its cells stay where they ran (one
-    // server, its own order). A config.json without planned cells (none is known) keeps the
-    // sweep's plan.
-    let own: std::collections::BTreeSet<String> = rc.cells.iter().map(key).collect();
-    let cells: Vec<PlannedCell> = cells
+    // server, its own order: what is left runs in the order its config.json lists, whatever
+    // order flags the resuming sweep has). A config.json without planned cells (none is
+    // known) keeps the sweep's plan.
+    let own: Vec<String> = rc.cells.iter().map(key).collect();
+    let mut cells: Vec<PlannedCell> = cells
         .iter()
         .filter(|c| own.is_empty() || own.contains(&key(c)))
         .cloned()
         .collect();
+    cells.sort_by_key(|c| own.iter().position(|k| *k == key(c)));
     if cells.is_empty() {
         return Todo::Outside;
     }
@@ -201,6 +204,50 @@ pub(crate) fn supersede(dir: &Path, todo: &[PlannedCell]) -> anyhow::Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A launch resumed by a sweep whose order flags differ (`--phase-bp-first`,
+    /// `--phase-a-order`, `--phase-b-first`) runs what it owes in the order its own config.json
+    /// lists, and never a cell its plan lacks; a complete cell is not rerun.
+    #[test]
+    fn a_resumed_launch_keeps_its_own_order() {
+        use super::super::steps::tests::planned;
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("20261205-000000_plain_l1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let own = ["r2_i8_o8", "r4_i8_o8", "r6_i8_o8"];
+        let rc: RunConfig = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "config": "plain", "launch": 1, "run_dir": "d",
+            "phases": ["A"], "cells": own.iter().map(|c| planned(c)).collect::<Vec<_>>(),
+            "model": "m", "served_model_name": "m", "port": 1, "extra": {"stage": "A"}
+        }))
+        .unwrap();
+        assert_eq!(run_stage(&rc), "A");
+        let runs = vec![(dir.clone(), rc)];
+        let keys = |t: Todo| -> Vec<String> {
+            match t {
+                Todo::Resume(p, c) => {
+                    assert_eq!(p, dir);
+                    c.iter().map(key).collect()
+                }
+                other => panic!("a resume: {other:?}"),
+            }
+        };
+        // The sweep's order reversed, plus a cell the launch's plan lacks.
+        let sweep: Vec<PlannedCell> = ["r8_i8_o8", "r6_i8_o8", "r4_i8_o8", "r2_i8_o8"]
+            .iter()
+            .map(|c| planned(c))
+            .collect();
+        let t = todo_in(&runs, "plain", 1, "A", &sweep, false);
+        assert_eq!(keys(t), ["A/r2_i8_o8", "A/r4_i8_o8", "A/r6_i8_o8"]);
+        // r2 complete: what is left, still in the launch's order.
+        let mut summary = RunSummary::default();
+        let mut h = super::super::steps::tests::health(ctax_schema::Phase::A, "r2_i8_o8", 0, 1);
+        h.complete = true;
+        summary.cells.insert("A/r2_i8_o8".into(), h);
+        crate::fsutil::write_json_atomic(&dir.join("summary.json"), &summary).unwrap();
+        let t = todo_in(&runs, "plain", 1, "A", &sweep, false);
+        assert_eq!(keys(t), ["A/r4_i8_o8", "A/r6_i8_o8"]);
+    }
 
     /// A rerun cell's raw files go to `superseded/<stamp>/` in every stored form (request
     /// columns too: left in place, ingest would read the old attempt's records beside the new
