@@ -1770,7 +1770,16 @@ fn phase_b_prime_runs_alone_in_new_launches() {
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&rr).unwrap()).unwrap();
     v["ref_load"] = 4.0.into();
     std::fs::write(&same, serde_json::to_vec(&v).unwrap()).unwrap();
-    let o = bp_sweep(&same, &["--phase-b-shapes", "none", "--dry-run"]);
+    let o = bp_sweep(
+        &same,
+        &[
+            "--phase-b-shapes",
+            "none",
+            "--phase-bp-first",
+            "1024/32",
+            "--dry-run",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(
@@ -1778,6 +1787,9 @@ fn phase_b_prime_runs_alone_in_new_launches() {
         "{e}"
     );
     assert!(!e.contains("would launch"), "{e}");
+    // The stage-3 line names the B' order only where some config has B' cells.
+    assert!(e.contains("[ctax] stage 3: Phase B at 4 req/s"), "{e}");
+    assert!(!e.contains("first among each launch's B' cells"), "{e}");
 
     // A config saturated at ref_load: no B' cells, no launch (dry run).
     let o = bp_sweep(&rates(8.0), &["--phase-b-shapes", "none", "--dry-run"]);

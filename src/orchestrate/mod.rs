@@ -629,6 +629,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     .phase_b_shapes
                     .clone()
                     .unwrap_or_else(|| plan::shapes_in_order(&b.shapes, ctx.phase_b_first));
+                let ref_load = refs.as_ref().and_then(|r| r.ref_load);
+                let bp_rate =
+                    |c: &str| plan::bp_rate(ctx.profile.phase_bp.as_ref(), c, rate, refs.as_ref());
+                // Configs with Phase A data (all shards' when the rates came from a merged root).
+                let with_a: Option<&Vec<String>> = refs
+                    .as_ref()
+                    .map(|r| &r.configs_considered)
+                    .filter(|c| !c.is_empty());
+                let mut configs: Vec<String> = included
+                    .iter()
+                    .filter(|c| !failed.contains(*c))
+                    .filter(|c| with_a.is_none_or(|w| w.contains(c)))
+                    .cloned()
+                    .collect();
                 eprintln!(
                     "[ctax] stage 3: Phase B at {} req/s{}{}",
                     ctax_schema::fmt_rate(rate),
@@ -644,23 +658,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                         (None, None) => String::new(),
                     },
                     ctx.phase_bp_first
+                        // Only where some config of the sweep has B' cells at all.
+                        .filter(|_| configs.iter().any(|c| bp_rate(c).is_ok()))
                         .map(|(i, o)| format!("; B' {i}/{o} first among each launch's B' cells"))
                         .unwrap_or_default()
                 );
-                let ref_load = refs.as_ref().and_then(|r| r.ref_load);
-                let bp_rate =
-                    |c: &str| plan::bp_rate(ctx.profile.phase_bp.as_ref(), c, rate, refs.as_ref());
-                // Configs with Phase A data (all shards' when the rates came from a merged root).
-                let with_a: Option<&Vec<String>> = refs
-                    .as_ref()
-                    .map(|r| &r.configs_considered)
-                    .filter(|c| !c.is_empty());
-                let mut configs: Vec<String> = included
-                    .iter()
-                    .filter(|c| !failed.contains(*c))
-                    .filter(|c| with_a.is_none_or(|w| w.contains(c)))
-                    .cloned()
-                    .collect();
                 let cells_for = |config: &str| -> Vec<PlannedCell> {
                     let mut cells: Vec<PlannedCell> = shapes
                         .iter()
