@@ -132,7 +132,7 @@ pub(crate) fn todo_in(
         .filter(|c| own.is_empty() || own.contains(&key(c)))
         .cloned()
         .collect();
-    cells.sort_by_key(|c| own.iter().position(|k| *k == key(c)));
+    cells.sort_by_cached_key(|c| own.iter().position(|k| *k == key(c)));
     if cells.is_empty() {
         return Todo::Outside;
     }
