@@ -132,7 +132,10 @@ pub(crate) fn todo_in(
         .filter(|c| own.is_empty() || own.contains(&key(c)))
         .cloned()
         .collect();
-    cells.sort_by_cached_key(|c| own.iter().position(|k| *k == key(c)));
+    cells.sort_by_cached_key(|c| {
+        let k = key(c);
+        own.iter().position(|o| *o == k)
+    });
     if cells.is_empty() {
         return Todo::Outside;
     }
