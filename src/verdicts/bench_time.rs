@@ -8,8 +8,9 @@
 //! (Phase A always, Phase B when the profile has it), `launches` launches of every included
 //! config, one after another on one GPU. A launch costs the median duration of that (stage,
 //! config)'s launches in the manifest; a (stage, config) pair the archive has no launch of costs
-//! the median of the stage's other configs (*extrapolated*, and said so); a planned stage with
-//! no launch at all cannot be estimated.
+//! the median of the stage's other configs (*extrapolated*, and said so; in Phase B, of those
+//! whose launches did not also run B' cells, when any: the extrapolated config's own B' is
+//! costed as B' below); a planned stage with no launch at all cannot be estimated.
 //!
 //! Phase B' (the profile's `[phase_bp]`, due when ref_load differs from Phase B's rate:
 //! `phase_b.rate_override`, else ref_safe) runs inside Phase B's launches in a bench. Phase B's medians read only launches that planned every Phase B shape
@@ -105,8 +106,13 @@ pub(crate) struct StageTime {
     pub round_s: f64,
     /// Configs with launches of their own in this stage.
     pub measured: Vec<String>,
-    /// Configs without: costed at the median of the measured configs' medians.
+    /// Configs without: costed at the median of the measured configs' medians (in Phase B,
+    /// of those without B' inside their launches, when any: an extrapolated config's B' is
+    /// costed in B' of its own).
     pub extrapolated: Vec<String>,
+    /// Phase B: every measured config carried B' inside its launches, so the extrapolated
+    /// configs' fill includes B' cells (an over-estimate, said so).
+    pub fill_with_bp: bool,
     /// Configs the bench would not run in this stage: every Phase A launch of theirs failed
     /// (`ctax run` drops them from Phase B).
     pub dropped: Vec<String>,
@@ -301,7 +307,8 @@ pub(crate) fn one_bench(
         } else if stage == STAGE_BP {
             dirs.retain(|(_, dir), _| bp_only(dir));
         }
-        match stage_time(dirs, stage, &run) {
+        let inside: &[String] = if stage == STAGE_B { &bp_inside } else { &[] };
+        match stage_time(dirs, stage, &run, inside) {
             Some(mut t) => {
                 t.dropped = dropped;
                 stages.push(t)
@@ -358,11 +365,14 @@ fn launches_of<'a>(
 /// `None` when no config has a launch there.
 /// A launch costs what its complete launches took (median); a config without one, what its
 /// failed or incomplete launches took (a bench spends that much on it); a launch stopped by
-/// hand (interrupted) says nothing about a launch's length and is not read.
+/// hand (interrupted) says nothing about a launch's length and is not read. A config with no
+/// launch at all costs the median of the others' medians, leaving out those of `bp_inside`
+/// (their launches also ran B' cells) unless every measured config is one of them.
 fn stage_time(
     mut dirs: BTreeMap<(&str, &str), (f64, RowStatus)>,
     stage: &'static str,
     configs: &[String],
+    bp_inside: &[String],
 ) -> Option<StageTime> {
     // Only the launches a median reads: not interrupted, of a config this stage costs.
     dirs.retain(|(cfg, _), (_, st)| {
@@ -385,7 +395,17 @@ fn stage_time(
             medians.insert(c.as_str(), m);
         }
     }
-    let per_config: Vec<f64> = medians.values().copied().collect();
+    let without_bp: Vec<f64> = medians
+        .iter()
+        .filter(|(c, _)| !bp_inside.iter().any(|b| b == *c))
+        .map(|(_, m)| *m)
+        .collect();
+    let fill_with_bp = without_bp.is_empty();
+    let per_config: Vec<f64> = if fill_with_bp {
+        medians.values().copied().collect()
+    } else {
+        without_bp
+    };
     let fill = quantile(&per_config, 0.5)?;
     let mut measured = Vec::new();
     let mut extrapolated = Vec::new();
@@ -406,6 +426,7 @@ fn stage_time(
         stage,
         round_s,
         measured,
+        fill_with_bp: fill_with_bp && !extrapolated.is_empty() && !bp_inside.is_empty(),
         extrapolated,
         dropped: Vec::new(),
         launches_read,
@@ -453,12 +474,32 @@ impl BenchTime {
                 if s.launches_read == 1 { "" } else { "es" }
             );
             if !s.extrapolated.is_empty() {
+                let with_bp = if s.stage == STAGE_B {
+                    s.measured
+                        .iter()
+                        .filter(|c| self.bp_inside.contains(c))
+                        .count()
+                } else {
+                    0
+                };
+                let of = if with_bp == 0 {
+                    format!("the {} that ran", s.measured.len())
+                } else if s.fill_with_bp {
+                    format!(
+                        "the {} that ran, all with B' cells inside (an over-estimate)",
+                        s.measured.len()
+                    )
+                } else {
+                    format!(
+                        "the {} that ran without B' cells inside",
+                        s.measured.len() - with_bp
+                    )
+                };
                 t.push_str(&format!(
-                    "; {} of {} configs without a launch of their own ({}) at the median of the {} that ran",
+                    "; {} of {} configs without a launch of their own ({}) at the median of {of}",
                     s.extrapolated.len(),
                     s.extrapolated.len() + s.measured.len(),
                     s.extrapolated.join(", "),
-                    s.measured.len()
                 ));
             }
             if !s.dropped.is_empty() {
@@ -687,8 +728,10 @@ mod tests {
     /// 2250 s. Due without any B' launch: B' is a planned part not estimated.
     /// Then plain p2, a full Phase B launch that carried B' (900 s), and a a2, a launch of one
     /// shape only (100 s): plain's Phase B is p2 alone (900, its B' inside), a's is a0 (a2 is
-    /// not a bench's launch), sat at the median of {900, 700} = 800 → 2400 s; B' for a alone
-    /// (300 s); total 300 + 2400 + 300 = 3000 s.
+    /// not a bench's launch), sat at the median of the configs without B' inside, {700} (not
+    /// {900, 700}: sat has no B' cells, and a config without a Phase B launch would cost its B'
+    /// as B' of its own) = 700 → 2300 s; B' for a alone (300 s); total 300 + 2300 + 300 =
+    /// 2900 s.
     #[test]
     fn phase_b_prime_by_hand() {
         let profile = "configs = [\"plain\", \"a\", \"sat\"]\n[phase_b]\n\
@@ -776,7 +819,8 @@ mod tests {
             .insert("a2".into(), planned(&[(512, 64)].into(), false));
         let t = one_bench(&m, Some(profile), &due);
         let b = t.stages.iter().find(|s| s.stage == STAGE_B).unwrap();
-        assert_eq!(b.round_s, 2400.0);
+        assert_eq!(b.round_s, 2300.0);
+        assert!(!b.fill_with_bp);
         assert_eq!(b.launches_read, 2, "p2 and a0");
         let bp = t.stages.iter().find(|s| s.stage == STAGE_BP).unwrap();
         assert_eq!(bp.measured, vec!["a".to_string()]);
@@ -787,12 +831,55 @@ mod tests {
         );
         let a = t.stages.iter().find(|s| s.stage == STAGE_A).unwrap();
         assert_eq!(a.launches_read, 3, "Phase A never filtered by shape");
-        assert_eq!(t.total_s, 3000.0);
+        assert_eq!(t.total_s, 2900.0);
         assert_eq!(t.bp_inside, vec!["plain".to_string()]);
+        let d = t.describe();
+        assert!(d.contains("with their B' cells for plain"), "{d}");
         assert!(
-            t.describe().contains("with their B' cells for plain"),
-            "{}",
-            t.describe()
+            d.contains("(sat) at the median of the 1 that ran without B' cells inside"),
+            "{d}"
+        );
+    }
+
+    /// When every config with a Phase B launch carried B' inside it, the fill has nothing
+    /// else to read: it reads them, and says it over-estimates. Profile: plain and x, one
+    /// launch, B' for plain only. Phase A 100 s each; Phase B: plain p0 (every shape and its
+    /// B', 900 s), x none: x at 900 → round B 1800 s; total 200 + 1800 = 2000 s.
+    #[test]
+    fn a_fill_from_launches_with_b_prime_inside_is_named() {
+        let profile = "configs = [\"plain\", \"x\"]\n[phase_b]\nshapes = [[512, 64]]\n\
+                       [phase_bp]\nconfigs = [\"plain\"]\nshapes = [[512, 256]]\n";
+        let m = vec![
+            row(STAGE_A, "plain", "pa", RowStatus::Ok, 100.0),
+            row(STAGE_A, "x", "xa", RowStatus::Ok, 100.0),
+            row(STAGE_B, "plain", "p0", RowStatus::Ok, 900.0),
+        ];
+        let facts = BpFacts {
+            ref_safe: Some(2.0),
+            ref_load: Some(6.0),
+            dirs: [(
+                "p0".to_string(),
+                PlannedB {
+                    shapes: [(512, 64)].into(),
+                    bp: true,
+                },
+            )]
+            .into(),
+            saturated: Vec::new(),
+        };
+        let t = one_bench(&m, Some(profile), &facts);
+        let b = t.stages.iter().find(|s| s.stage == STAGE_B).unwrap();
+        assert_eq!(b.extrapolated, vec!["x".to_string()]);
+        assert!(b.fill_with_bp);
+        assert_eq!(b.round_s, 1800.0);
+        assert_eq!(t.total_s, 2000.0);
+        assert!(t.missing_stages.is_empty(), "plain's B' is inside p0");
+        let d = t.describe();
+        assert!(
+            d.contains(
+                "(x) at the median of the 1 that ran, all with B' cells inside (an over-estimate)"
+            ),
+            "{d}"
         );
     }
 
