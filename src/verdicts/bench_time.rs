@@ -426,7 +426,7 @@ fn stage_time(
         stage,
         round_s,
         measured,
-        fill_with_bp: fill_with_bp && !extrapolated.is_empty() && !bp_inside.is_empty(),
+        fill_with_bp: fill_with_bp && !extrapolated.is_empty(),
         extrapolated,
         dropped: Vec::new(),
         launches_read,
@@ -841,6 +841,24 @@ mod tests {
         );
     }
 
+    /// B' due (ref_safe 2, ref_load 6 req/s) and one Phase B launch, plain's `p0`: the
+    /// profile's one shape 512/64 with its B' cells inside.
+    fn plain_p0_with_bp_inside() -> BpFacts {
+        BpFacts {
+            ref_safe: Some(2.0),
+            ref_load: Some(6.0),
+            dirs: [(
+                "p0".to_string(),
+                PlannedB {
+                    shapes: [(512, 64)].into(),
+                    bp: true,
+                },
+            )]
+            .into(),
+            saturated: Vec::new(),
+        }
+    }
+
     /// When every config with a Phase B launch carried B' inside it, the fill has nothing
     /// else to read: it reads them, and says it over-estimates. Profile: plain and x, one
     /// launch, B' for plain only. Phase A 100 s each; Phase B: plain p0 (every shape and its
@@ -854,19 +872,7 @@ mod tests {
             row(STAGE_A, "x", "xa", RowStatus::Ok, 100.0),
             row(STAGE_B, "plain", "p0", RowStatus::Ok, 900.0),
         ];
-        let facts = BpFacts {
-            ref_safe: Some(2.0),
-            ref_load: Some(6.0),
-            dirs: [(
-                "p0".to_string(),
-                PlannedB {
-                    shapes: [(512, 64)].into(),
-                    bp: true,
-                },
-            )]
-            .into(),
-            saturated: Vec::new(),
-        };
+        let facts = plain_p0_with_bp_inside();
         let t = one_bench(&m, Some(profile), &facts);
         let b = t.stages.iter().find(|s| s.stage == STAGE_B).unwrap();
         assert_eq!(b.extrapolated, vec!["x".to_string()]);
@@ -895,19 +901,7 @@ mod tests {
             row(STAGE_A, "f", "fa", RowStatus::Failed, 200.0),
             row(STAGE_B, "plain", "p0", RowStatus::Ok, 900.0),
         ];
-        let facts = BpFacts {
-            ref_safe: Some(2.0),
-            ref_load: Some(6.0),
-            dirs: [(
-                "p0".to_string(),
-                PlannedB {
-                    shapes: [(512, 64)].into(),
-                    bp: true,
-                },
-            )]
-            .into(),
-            saturated: Vec::new(),
-        };
+        let facts = plain_p0_with_bp_inside();
         let t = one_bench(&m, Some(profile), &facts);
         assert!(t.missing_stages.is_empty(), "{:?}", t.missing_stages);
         assert!(t.stages.iter().all(|s| s.stage != STAGE_BP));
