@@ -363,6 +363,50 @@ pub(crate) fn screen_without_each_machine(
         .collect()
 }
 
+/// The report's warnings for the screen's flips. Machines whose absence changes the screen the
+/// same way share one line: on the H100 root after its fifth stretch each of its four machines
+/// alone undoes the one call the screen makes (two of them hold nixl_both's only launches, two
+/// carry the pool's degrees of freedom), and four lines saying the same thing read as four
+/// problems.
+pub(crate) fn screen_flip_warnings(flips: &[ScreenFlip]) -> Vec<String> {
+    let mut groups: Vec<(&ScreenFlip, Vec<&str>)> = Vec::new();
+    for f in flips {
+        match groups
+            .iter_mut()
+            .find(|(g, _)| g.only_with == f.only_with && g.only_without == f.only_without)
+        {
+            Some((_, machines)) => machines.push(&f.machine),
+            None => groups.push((f, vec![f.machine.as_str()])),
+        }
+    }
+    let part =
+        |what: &str, v: &[String]| (!v.is_empty()).then(|| format!("{what} {}", v.join(", ")));
+    groups
+        .into_iter()
+        .map(|(f, machines)| {
+            let changes: Vec<String> = [
+                part("would no longer set apart", &f.only_with),
+                part("would set apart", &f.only_without),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let whose = match machines.as_slice() {
+                [one] => format!("rests on one machine: without the launches of {one}"),
+                many => format!(
+                    "rests on each of {} machines: without the launches of any one of {}",
+                    many.len(),
+                    many.join(", ")
+                ),
+            };
+            format!(
+                "the launch-noise screen {whose} it {}; the pools, and the CIs of every config and cell that carry them, would move with it",
+                changes.join(" and ")
+            )
+        })
+        .collect()
+}
+
 /// `A/r2_i4096_o256`: how the summary names a cell's own noise.
 pub(crate) fn cell_tag(phase: Phase, cell: &str) -> String {
     format!("{phase}/{cell}")
@@ -858,6 +902,38 @@ mod tests {
 
     fn pv(var: f64, df: u32) -> PooledVariance {
         PooledVariance { var, df, groups: 2 }
+    }
+
+    /// Machines a and c undo the same call (nixl_both's TPOT at 2 req/s), b another: two lines,
+    /// the first naming a and c in the order the flips came, the second b alone in the
+    /// one-machine wording; a flip that both removes and adds a call keeps both halves.
+    #[test]
+    fn machines_that_flip_the_screen_alike_share_one_warning() {
+        let flip = |m: &str, with: &[&str], without: &[&str]| ScreenFlip {
+            machine: m.to_owned(),
+            only_with: with.iter().map(|s| s.to_string()).collect(),
+            only_without: without.iter().map(|s| s.to_string()).collect(),
+        };
+        let nixl = "nixl_both TPOT p90 in A/r2_i4096_o256";
+        let w = screen_flip_warnings(&[
+            flip("boot a", &[nixl], &[]),
+            flip("boot b", &[nixl], &["plain step p50 in A/r2_i4096_o256"]),
+            flip("boot c", &[nixl], &[]),
+        ]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with(&format!(
+                "the launch-noise screen rests on each of 2 machines: without the launches of any one of boot a, boot c it would no longer set apart {nixl};"
+            )),
+            "{w:?}"
+        );
+        assert!(
+            w[1].starts_with(&format!(
+                "the launch-noise screen rests on one machine: without the launches of boot b it would no longer set apart {nixl} and would set apart plain step p50 in A/r2_i4096_o256;"
+            )),
+            "{w:?}"
+        );
+        assert!(screen_flip_warnings(&[]).is_empty());
     }
 
     /// By hand: phases A (0.0016, df 5) and B (0.0118, df 1): pool (5·0.0016 + 0.0118)/6 =

@@ -250,22 +250,9 @@ pub(crate) fn analyze_leaving_out(
     let mut machines = machines::summarize(&cells, &per_launch, &launch_noise);
     machines.order = launch_order::of_taxes(&per_launch, &tax_list);
     warnings.extend(noise_warnings(&launch_noise, &aa_taxes));
-    for f in &launch_noise.screen_flips {
-        let part =
-            |what: &str, v: &[String]| (!v.is_empty()).then(|| format!("{what} {}", v.join(", ")));
-        let changes: Vec<String> = [
-            part("would no longer set apart", &f.only_with),
-            part("would set apart", &f.only_without),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        warnings.push(format!(
-            "the launch-noise screen rests on one machine: without the launches of {} it {}; the pools, and the CIs of every config and cell that carry them, would move with it",
-            f.machine,
-            changes.join(" and ")
-        ));
-    }
+    warnings.extend(launch_noise::screen_flip_warnings(
+        &launch_noise.screen_flips,
+    ));
     for n in launch_noise.noisier_phases() {
         // The pool is the df-weighted mean of the phases' variances: below the noisier
         // phase's own, whichever phase has more df.
