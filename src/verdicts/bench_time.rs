@@ -113,6 +113,9 @@ pub(crate) struct StageTime {
     /// Phase B: every measured config carried B' inside its launches, so the extrapolated
     /// configs' fill includes B' cells (an over-estimate, said so).
     pub fill_with_bp: bool,
+    /// How many measured configs' medians the fill read: all of them, or in Phase B those
+    /// without B' inside their launches (`describe` names the fewer).
+    pub fill_read: usize,
     /// Configs the bench would not run in this stage: every Phase A launch of theirs failed
     /// (`ctax run` drops them from Phase B).
     pub dropped: Vec<String>,
@@ -407,6 +410,7 @@ fn stage_time(
         without_bp
     };
     let fill = quantile(&per_config, 0.5)?;
+    let fill_read = per_config.len();
     let mut measured = Vec::new();
     let mut extrapolated = Vec::new();
     let mut round_s = 0.0;
@@ -427,6 +431,7 @@ fn stage_time(
         round_s,
         measured,
         fill_with_bp: fill_with_bp && !extrapolated.is_empty(),
+        fill_read,
         extrapolated,
         dropped: Vec::new(),
         launches_read,
@@ -474,26 +479,15 @@ impl BenchTime {
                 if s.launches_read == 1 { "" } else { "es" }
             );
             if !s.extrapolated.is_empty() {
-                let with_bp = if s.stage == STAGE_B {
-                    s.measured
-                        .iter()
-                        .filter(|c| self.bp_inside.contains(c))
-                        .count()
-                } else {
-                    0
-                };
-                let of = if with_bp == 0 {
-                    format!("the {} that ran", s.measured.len())
-                } else if s.fill_with_bp {
+                let of = if s.fill_with_bp {
                     format!(
                         "the {} that ran, all with B' cells inside (an over-estimate)",
                         s.measured.len()
                     )
+                } else if s.fill_read < s.measured.len() {
+                    format!("the {} that ran without B' cells inside", s.fill_read)
                 } else {
-                    format!(
-                        "the {} that ran without B' cells inside",
-                        s.measured.len() - with_bp
-                    )
+                    format!("the {} that ran", s.measured.len())
                 };
                 t.push_str(&format!(
                     "; {} of {} configs without a launch of their own ({}) at the median of {of}",
