@@ -1,0 +1,115 @@
+//! The report's per-launch TTFT and TPOT p90s on the archived real data equal an independent
+//! reference: `tools/p90_by_hand.py` recomputes every one of them from the raw request records
+//! with numpy's default (linear) percentile and the DESIGN definitions (warm-up and non-ok
+//! requests left out; TTFT = first token - send; TPOT = (last - first token) / (tokens - 1)),
+//! using none of the tool's analysis code (only `ctax cat`, the archive's lossless decoder).
+//! Needs `CTAX_VLLM_VENV` (its python has numpy; `bash tools/setup.sh` provides it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The venv's python, or `None` (skipped loudly) when no venv is set and none is required.
+fn python() -> Option<PathBuf> {
+    let Some(venv) = std::env::var_os("CTAX_VLLM_VENV") else {
+        if std::env::var("CTAX_REQUIRE_VLLM").as_deref() == Ok("1") {
+            panic!("CTAX_REQUIRE_VLLM=1 but CTAX_VLLM_VENV (python with numpy) is not set");
+        }
+        eprintln!(
+            "\n*** SKIPPED the numpy reference: set CTAX_VLLM_VENV (bash tools/setup.sh) ***\n"
+        );
+        return None;
+    };
+    Some(Path::new(&venv).join("bin/python"))
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the reference on ROOT against SUMMARY: (exit ok, stdout + stderr).
+fn check(py: &Path, root: &Path, summary: &Path) -> (bool, String) {
+    let o = Command::new(py)
+        .arg(repo().join("tools/p90_by_hand.py"))
+        .arg(root)
+        .arg(summary)
+        .arg(env!("CARGO_BIN_EXE_ctax"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+fn per_launch_len(summary: &Path) -> usize {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    v["per_launch"].as_array().unwrap().len()
+}
+
+/// The reference's last line must say it checked both metrics of every launch-cell, none bad.
+fn assert_all_checked(text: &str, cells: usize) {
+    let want = format!(
+        "checked {} values in {cells} launch-cells, 0 bad",
+        2 * cells
+    );
+    assert!(text.contains(&want), "expected `{want}`, got:\n{text}");
+}
+
+#[test]
+fn committed_site_p90s_equal_numpy_on_the_h200_archive() {
+    let Some(py) = python() else { return };
+    let summary = repo().join("site/data/summary.json");
+    let cells = per_launch_len(&summary);
+    assert!(
+        cells > 300,
+        "the H200 archive has 313 launch-cells, got {cells}"
+    );
+    let (ok, text) = check(&py, &repo().join("results/h200x2-2026-11-30"), &summary);
+    assert!(ok, "{text}");
+    assert_all_checked(&text, cells);
+}
+
+#[test]
+fn h100_root_p90s_equal_numpy_and_a_changed_p90_is_caught() {
+    let Some(py) = python() else { return };
+    let root = repo().join("results/h100-2026-12-05");
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
+        .arg("report")
+        .arg(&root)
+        .arg("--out")
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary = tmp.path().join("data/summary.json");
+    let cells = per_launch_len(&summary);
+    let (ok, text) = check(&py, &root, &summary);
+    assert!(ok, "{text}");
+    assert_all_checked(&text, cells);
+
+    // The reference is not blind: one TTFT p90 moved by 0.1% is reported by its launch-cell.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let first = &mut v["per_launch"][0];
+    let where_ = format!(
+        "{} l{} {}/{}",
+        first["key"]["config"].as_str().unwrap(),
+        first["launch"],
+        first["key"]["phase"].as_str().unwrap(),
+        first["key"]["cell"].as_str().unwrap()
+    );
+    let est = first["ttft_ms"]["p90"]["est"].as_f64().unwrap();
+    first["ttft_ms"]["p90"]["est"] = serde_json::json!(est * 1.001);
+    let changed = tmp.path().join("changed.json");
+    std::fs::write(&changed, serde_json::to_string(&v).unwrap()).unwrap();
+    let (ok, text) = check(&py, &root, &changed);
+    assert!(!ok, "a changed p90 passed:\n{text}");
+    assert!(
+        text.contains(&format!("{where_} ttft_ms: p90")) && text.contains(", 1 bad"),
+        "the changed launch-cell {where_} is not named alone:\n{text}"
+    );
+}
