@@ -8,18 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "common/venv.rs"]
+mod venv;
+
 /// The venv's python, or `None` (skipped loudly) when no venv is set and none is required.
 fn python() -> Option<PathBuf> {
-    let Some(venv) = std::env::var_os("CTAX_VLLM_VENV") else {
-        if std::env::var("CTAX_REQUIRE_VLLM").as_deref() == Ok("1") {
-            panic!("CTAX_REQUIRE_VLLM=1 but CTAX_VLLM_VENV (python with numpy) is not set");
-        }
-        eprintln!(
-            "\n*** SKIPPED the numpy reference: set CTAX_VLLM_VENV (bash tools/setup.sh) ***\n"
-        );
-        return None;
-    };
-    Some(Path::new(&venv).join("bin/python"))
+    venv::python("the numpy reference", "numpy")
 }
 
 fn repo() -> PathBuf {

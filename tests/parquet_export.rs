@@ -7,6 +7,9 @@ use connector_tax::synth::{SynthConfig, SynthSpec, generate};
 use polars_io::SerReader;
 use polars_io::parquet::read::ParquetReader;
 
+#[path = "common/venv.rs"]
+mod venv;
+
 #[test]
 fn parquet_tables_round_trip() {
     let tmp = tempfile::tempdir().unwrap();
@@ -75,16 +78,9 @@ fn parquet_tables_round_trip() {
     assert!(read("steps.parquet").height() > 0);
 
     // pandas/pyarrow, with the interpreter tools/setup.sh prepared (pyarrow installed there).
-    let Some(venv) = std::env::var_os("CTAX_VLLM_VENV") else {
-        if std::env::var("CTAX_REQUIRE_VLLM").as_deref() == Ok("1") {
-            panic!("CTAX_REQUIRE_VLLM=1 but CTAX_VLLM_VENV (python with pyarrow) is not set");
-        }
-        eprintln!(
-            "\n*** SKIPPED the pyarrow read-back: set CTAX_VLLM_VENV (bash tools/setup.sh) ***\n"
-        );
+    let Some(py) = venv::python("the pyarrow read-back", "pyarrow") else {
         return;
     };
-    let py = std::path::Path::new(&venv).join("bin/python");
     let script = "import sys, pyarrow.parquet as pq\n\
                   t = pq.read_table(sys.argv[1])\n\
                   toks = sum(sum(x) for x in t.column('event_tokens').to_pylist())\n\

@@ -29,13 +29,20 @@ import numpy as np
 STAMP = re.compile(r"^\d{8}-\d{6}_")
 
 
-def requests_file(root, dirs, key, launch):
-    """The one requests file of this launch-cell, or the list of candidates when not one."""
-    name = f"{key['config']}_l{launch}"
+def run_dirs_by_launch(root):
+    """`<config>_l<launch>` -> the run directories of that launch (a launch's Phase A and its
+    Phase B run in directories of their own)."""
+    by = {}
+    for d in sorted(os.listdir(root)):
+        if STAMP.match(d):
+            by.setdefault(STAMP.sub("", d), []).append(d)
+    return by
+
+
+def requests_file(root, by_launch, key, launch):
+    """Every requests file of this launch-cell in ROOT (the caller wants exactly one)."""
     found = []
-    for d in dirs:
-        if STAMP.sub("", d) != name:
-            continue
+    for d in by_launch.get(f"{key['config']}_l{launch}", []):
         for ext in (".jsonl.cols", ".jsonl.zst", ".jsonl"):
             f = os.path.join(root, d, f"requests_{key['phase']}_{key['cell']}{ext}")
             if os.path.exists(f):
@@ -72,12 +79,12 @@ def main():
     root, summary, ctax = sys.argv[1:]
     with open(summary) as f:
         per_launch = json.load(f)["per_launch"]
-    dirs = sorted(d for d in os.listdir(root) if STAMP.match(d))
+    by_launch = run_dirs_by_launch(root)
     checked = bad = 0
     for p in per_launch:
         key, launch = p["key"], p["launch"]
         where = f"{key['config']} l{launch} {key['phase']}/{key['cell']}"
-        files = requests_file(root, dirs, key, launch)
+        files = requests_file(root, by_launch, key, launch)
         if len(files) != 1:
             print(f"{where}: {len(files)} requests files in {root}: {files}")
             bad += 1
