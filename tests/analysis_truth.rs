@@ -997,12 +997,11 @@ fn a_screen_decision_resting_on_one_machine_is_named() {
             )),
         "{screen:?}"
     );
-    let mut changes: Vec<(&Vec<String>, &Vec<String>)> = Vec::new();
-    for f in &noise.screen_flips {
-        if !changes.contains(&(&f.only_with, &f.only_without)) {
-            changes.push((&f.only_with, &f.only_without));
-        }
-    }
+    let changes: std::collections::BTreeSet<(&Vec<String>, &Vec<String>)> = noise
+        .screen_flips
+        .iter()
+        .map(|f| (&f.only_with, &f.only_without))
+        .collect();
     assert!(
         changes.len() < noise.screen_flips.len(),
         "machines 0 and 1 make one change: {:?}",
