@@ -1345,14 +1345,14 @@ fn each_launch_s_own_saturation_rate_is_listed() {
     };
     let md = render(&common::from_spec(&spec)).md();
     assert!(
-        md.contains("| saturation rate of mooncake_both | not saturated at any rate; launches on their own: l2 4 req/s; l0, l1, l3, l4, l5 not saturated |"),
+        md.contains("| saturation rate of mooncake_both | not saturated at any rate; launches on their own: l2 4 req/s; l0, l1, l3, l4, l5 not saturated up to 4 req/s |"),
         "{md}"
     );
     assert!(md.contains(
         "| saturation rate of plain | not saturated at any rate; every launch on its own too |"
     ));
     assert!(
-        md.contains("| saturation rate of nixl_both | 4 req/s; launches on their own: l1, l2, l3, l4, l5 4 req/s; l0 not saturated |"),
+        md.contains("| saturation rate of nixl_both | 4 req/s; launches on their own: l1, l2, l3, l4, l5 4 req/s; l0 not saturated up to 4 req/s |"),
         "{md}"
     );
     assert!(md.contains("- mooncake_both l2 is saturated on its own from 4 req/s (criterion G fired there), where mooncake_both's pooled cells saturate at no rate measured: its taxes at ref_load (4 req/s) pool this launch"), "{md}");

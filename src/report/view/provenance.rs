@@ -265,9 +265,19 @@ pub(super) fn provenance(r: &AnalysisResult, verdicts: &Verdicts) -> Provenance 
     }
 }
 
+/// One launch's own saturation, as the Reference rates table groups launches: saturated from a
+/// rate, or at none of the rates it measured (the highest of them; `None`: no whole cell).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum OwnRate {
+    From(f64),
+    NotUpTo(Option<f64>),
+}
+
 /// Each launch's own saturation rate after its config's pooled one, when the config ran
 /// several launches: "; every launch on its own too" when they agree, else the launches
-/// grouped by their own rate.
+/// grouped by their own rate. A launch that saturated at none of its rates reads "not
+/// saturated up to R", R the highest rate it measured with whole data: a launch that measured
+/// a shorter ladder (`--phase-a-rates`) says how far it went.
 fn own_saturation(
     config: &str,
     pooled: Option<f64>,
@@ -280,22 +290,34 @@ fn own_saturation(
     if mine.iter().all(|l| l.rate == pooled) {
         return "; every launch on its own too".to_owned();
     }
-    let mut groups: Vec<(Option<f64>, Vec<String>)> = Vec::new();
+    let mut groups: Vec<(OwnRate, Vec<String>)> = Vec::new();
     for l in &mine {
         let name = format!("l{}", l.launch);
-        match groups.iter_mut().find(|(r, _)| *r == l.rate) {
+        let k = match l.rate {
+            Some(r) => OwnRate::From(r),
+            None => OwnRate::NotUpTo(l.rates.iter().copied().max_by(f64::total_cmp)),
+        };
+        match groups.iter_mut().find(|(g, _)| *g == k) {
             Some((_, v)) => v.push(name),
-            None => groups.push((l.rate, vec![name])),
+            None => groups.push((k, vec![name])),
         }
     }
     groups.sort_by(|a, b| match (a.0, b.0) {
-        (Some(x), Some(y)) => x.total_cmp(&y),
-        (x, y) => y.is_some().cmp(&x.is_some()),
+        (OwnRate::From(x), OwnRate::From(y)) => x.total_cmp(&y),
+        (OwnRate::NotUpTo(x), OwnRate::NotUpTo(y)) => x.unwrap_or(0.0).total_cmp(&y.unwrap_or(0.0)),
+        (OwnRate::From(_), OwnRate::NotUpTo(_)) => std::cmp::Ordering::Less,
+        (OwnRate::NotUpTo(_), OwnRate::From(_)) => std::cmp::Ordering::Greater,
     });
     let parts: Vec<String> = groups
         .into_iter()
-        .map(|(r, v)| {
-            let at = r.map_or_else(|| "not saturated".to_owned(), |r| fmt::with_unit(r, "rps"));
+        .map(|(k, v)| {
+            let at = match k {
+                OwnRate::From(r) => fmt::with_unit(r, "rps"),
+                OwnRate::NotUpTo(Some(top)) => {
+                    format!("not saturated up to {}", fmt::with_unit(top, "rps"))
+                }
+                OwnRate::NotUpTo(None) => "not saturated (no whole Phase A cell)".to_owned(),
+            };
             format!("{} {at}", v.join(", "))
         })
         .collect();
@@ -311,5 +333,51 @@ fn shell_word(s: &str) -> String {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_saturation;
+    use crate::analysis::saturation::LaunchSaturation;
+
+    fn launch(n: u32, rate: Option<f64>, rates: &[f64]) -> LaunchSaturation {
+        LaunchSaturation {
+            config: "nixl_both".to_owned(),
+            launch: n,
+            rate,
+            cell: String::new(),
+            criteria: String::new(),
+            rates: rates.to_vec(),
+        }
+    }
+
+    /// Launches that saturated at none of their rates are grouped by how far they measured:
+    /// l1 went up to 4 req/s, l2 only to 2 (a shorter `--phase-a-rates` ladder), l3 has no
+    /// whole cell. Saturated groups come first, then the unsaturated ones by their highest rate.
+    #[test]
+    fn an_unsaturated_launch_says_how_far_it_measured() {
+        let ls = [
+            launch(0, Some(4.0), &[1.0, 2.0, 4.0]),
+            launch(1, None, &[1.0, 2.0, 4.0]),
+            launch(2, None, &[1.0, 2.0]),
+            launch(3, None, &[]),
+            launch(4, None, &[2.0, 4.0]),
+        ];
+        assert_eq!(
+            own_saturation("nixl_both", Some(4.0), &ls),
+            "; launches on their own: l0 4 req/s; l3 not saturated (no whole Phase A cell); \
+             l2 not saturated up to 2 req/s; l1, l4 not saturated up to 4 req/s"
+        );
+        // Launches of another config are not counted; one launch of its own says nothing.
+        assert_eq!(own_saturation("plain", None, &ls), "");
+        let agree = [
+            launch(0, None, &[1.0, 2.0]),
+            launch(1, None, &[1.0, 2.0, 4.0]),
+        ];
+        assert_eq!(
+            own_saturation("nixl_both", None, &agree),
+            "; every launch on its own too"
+        );
     }
 }
