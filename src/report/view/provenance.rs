@@ -369,7 +369,7 @@ mod tests {
             "; launches on their own: l0 4 req/s; l3 not saturated (no whole Phase A cell); \
              l2 not saturated up to 2 req/s; l1, l4 not saturated up to 4 req/s"
         );
-        // Launches of another config are not counted; one launch of its own says nothing.
+        // Launches of another config are not counted: a config with fewer than two says nothing.
         assert_eq!(own_saturation("plain", None, &ls), "");
         let agree = [
             launch(0, None, &[1.0, 2.0]),
