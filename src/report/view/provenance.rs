@@ -267,7 +267,9 @@ pub(super) fn provenance(r: &AnalysisResult, verdicts: &Verdicts) -> Provenance 
 
 /// One launch's own saturation, as the Reference rates table groups launches: saturated from a
 /// rate, or at none of the rates it measured (the highest of them; `None`: no whole cell).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// The derived order is the table's: saturated groups first by rate, then unsaturated ones by
+/// how far they measured (`None` first). Rates are finite (the profile checks them).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 enum OwnRate {
     From(f64),
     NotUpTo(Option<f64>),
@@ -302,12 +304,7 @@ fn own_saturation(
             None => groups.push((k, vec![name])),
         }
     }
-    groups.sort_by(|a, b| match (a.0, b.0) {
-        (OwnRate::From(x), OwnRate::From(y)) => x.total_cmp(&y),
-        (OwnRate::NotUpTo(x), OwnRate::NotUpTo(y)) => x.unwrap_or(0.0).total_cmp(&y.unwrap_or(0.0)),
-        (OwnRate::From(_), OwnRate::NotUpTo(_)) => std::cmp::Ordering::Less,
-        (OwnRate::NotUpTo(_), OwnRate::From(_)) => std::cmp::Ordering::Greater,
-    });
+    groups.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
     let parts: Vec<String> = groups
         .into_iter()
         .map(|(k, v)| {
