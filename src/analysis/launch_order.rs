@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use ctax_schema::Phase;
 use serde::{Deserialize, Serialize};
 
-use super::model::CellStats;
+use super::model::{AaHalvesInTime, AaTax, CellStats};
 
 /// Per phase and non-plain config: where plain's launches ran relative to the config's, over
 /// the machines where both ran with recorded start times.
@@ -68,20 +68,73 @@ pub(crate) struct CellSpan<'a> {
 /// The spans of the per-launch rows that record a launch, a machine and a start time (a row
 /// without an end ends where it starts).
 pub(crate) fn cell_spans(per_launch: &[CellStats]) -> Vec<CellSpan<'_>> {
-    per_launch
-        .iter()
-        .filter_map(|c| {
-            let start_ms = c.started_unix_ms?;
-            Some(CellSpan {
-                phase: c.key.phase,
-                config: c.key.config.as_str(),
-                launch: c.launch?,
-                machine: c.machine.as_deref()?,
-                start_ms,
-                end_ms: c.ended_unix_ms.unwrap_or(start_ms).max(start_ms),
-            })
-        })
-        .collect()
+    per_launch.iter().filter_map(span_of).collect()
+}
+
+fn span_of(c: &CellStats) -> Option<CellSpan<'_>> {
+    let start_ms = c.started_unix_ms?;
+    Some(CellSpan {
+        phase: c.key.phase,
+        config: c.key.config.as_str(),
+        launch: c.launch?,
+        machine: c.machine.as_deref()?,
+        start_ms,
+        end_ms: c.ended_unix_ms.unwrap_or(start_ms).max(start_ms),
+    })
+}
+
+/// Sets each A/A's [`AaTax::in_time`] from the start and end times of its cell in the
+/// per-launch rows.
+pub(crate) fn aa_halves(per_launch: &[CellStats], aa: &mut [AaTax]) {
+    for a in aa.iter_mut() {
+        let rows: Vec<CellSpan> = per_launch
+            .iter()
+            .filter(|c| c.key.config == a.config && c.key.phase == a.phase && c.key.cell == a.cell)
+            .filter_map(span_of)
+            .collect();
+        a.in_time = halves_in_time(&rows, &a.launches_a, &a.launches_b);
+    }
+}
+
+/// `Some` when, on every machine with launches of both halves (`a`, `b`: launch indices of
+/// one config in one cell, whose `rows` are given), one half's launches all ended the cell
+/// before the other half's first started it, and that half is the same on every machine;
+/// `None` when some machine interleaves or overlaps them, the machines disagree, or no
+/// machine has both. Grouped by the machine itself, not by [`super::taxes::block_by_place`]'s
+/// blocks: every pair inside a block is then earlier against later too.
+pub(crate) fn halves_in_time(rows: &[CellSpan], a: &[u32], b: &[u32]) -> Option<AaHalvesInTime> {
+    let mut by: BTreeMap<&str, [Option<(u64, u64)>; 2]> = BTreeMap::new();
+    for r in rows {
+        let side = if a.contains(&r.launch) {
+            0
+        } else if b.contains(&r.launch) {
+            1
+        } else {
+            continue;
+        };
+        let e = &mut by.entry(r.machine).or_default()[side];
+        *e = Some(e.map_or((r.start_ms, r.end_ms), |(s, t)| {
+            (s.min(r.start_ms), t.max(r.end_ms))
+        }));
+    }
+    let mut agreed = None;
+    for sides in by.values() {
+        let [Some(sa), Some(sb)] = *sides else {
+            continue;
+        };
+        let this = if sa.1 < sb.0 {
+            AaHalvesInTime::AFirst
+        } else if sb.1 < sa.0 {
+            AaHalvesInTime::BFirst
+        } else {
+            return None;
+        };
+        if agreed.is_some_and(|v| v != this) {
+            return None;
+        }
+        agreed = Some(this);
+    }
+    agreed
 }
 
 /// The balance over the launches the taxes compare: a config's paired launches and plain's
@@ -230,5 +283,51 @@ mod tests {
         let b = balance(&rows);
         assert_eq!(b.len(), 1);
         assert_eq!((b[0].plain_after, b[0].one_sided()), (2, Some("after")));
+    }
+
+    /// Cells of 50 ms at the given start. m1: A's l0 (two rows: 100 and 140) before B's l1
+    /// (300); m2: l2 (100) before l3 (200); l9 belongs to neither half. Both machines put A
+    /// first. m2 reversed: the machines disagree. A B launch starting while an A launch still
+    /// runs (another GPU of the machine): not one after the other. A machine with one half only
+    /// says nothing.
+    #[test]
+    fn an_aa_s_halves_in_time() {
+        use Phase::A;
+        let a = [0, 2];
+        let b = [1, 3];
+        let first = [
+            row(A, "plain", 0, "m1", 140),
+            row(A, "plain", 0, "m1", 100),
+            row(A, "plain", 1, "m1", 300),
+            row(A, "plain", 2, "m2", 100),
+            row(A, "plain", 3, "m2", 200),
+            row(A, "plain", 9, "m2", 50),
+        ];
+        assert_eq!(halves_in_time(&first, &a, &b), Some(AaHalvesInTime::AFirst));
+        assert_eq!(halves_in_time(&first, &b, &a), Some(AaHalvesInTime::BFirst));
+        let disagree = [
+            row(A, "plain", 0, "m1", 100),
+            row(A, "plain", 1, "m1", 300),
+            row(A, "plain", 2, "m2", 300),
+            row(A, "plain", 3, "m2", 100),
+        ];
+        assert_eq!(halves_in_time(&disagree, &a, &b), None);
+        // l1 starts at 120, while l0 (100-150) still runs.
+        let overlap = [
+            row(A, "plain", 0, "m1", 100),
+            row(A, "plain", 1, "m1", 120),
+            row(A, "plain", 2, "m2", 100),
+            row(A, "plain", 3, "m2", 200),
+        ];
+        assert_eq!(halves_in_time(&overlap, &a, &b), None);
+        // l0's second row (140-190) ends after l1 (180) starts: interleaved.
+        let interleaved = [
+            row(A, "plain", 0, "m1", 100),
+            row(A, "plain", 0, "m1", 140),
+            row(A, "plain", 1, "m1", 180),
+        ];
+        assert_eq!(halves_in_time(&interleaved, &a, &b), None);
+        let one_half = [row(A, "plain", 0, "m1", 100), row(A, "plain", 3, "m2", 100)];
+        assert_eq!(halves_in_time(&one_half, &a, &b), None);
     }
 }

@@ -244,7 +244,8 @@ pub(crate) fn analyze_leaving_out(
         opts.bootstrap.resamples,
         opts.bootstrap.seed,
     );
-    let aa_taxes = engine.aa_all(&reference_rates, &leave_out);
+    let mut aa_taxes = engine.aa_all(&reference_rates, &leave_out);
+    launch_order::aa_halves(&per_launch, &mut aa_taxes);
     // The machine listing and the launches' timeline read every launch-cell; the machine
     // effects inside compare only whole ones.
     let mut machines = machines::summarize(&cells, &per_launch, &launch_noise);
@@ -527,17 +528,53 @@ fn noise_warnings(noise: &launch_noise::LaunchNoiseSummary, aa: &[model::AaTax])
             )
         };
         out.push(format!(
-            "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable{own}",
+            "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable{own}{}",
             a.config,
             a.phase,
             a.cell,
             a.launches_a,
             a.launches_b,
             show(&a.ttft_p90),
-            show(&a.tpot_p90)
+            show(&a.tpot_p90),
+            aa_drift(a)
         ));
     }
     out
+}
+
+/// For an A/A whose halves ran the cell one after the other on every machine
+/// ([`model::AaTax::in_time`]): a sentence saying that it is then earlier against later, and
+/// which way the later launches moved in each metric whose A/A excludes 0. Empty otherwise.
+fn aa_drift(a: &model::AaTax) -> String {
+    let Some(order) = a.in_time else {
+        return String::new();
+    };
+    let (earlier, later) = match order {
+        model::AaHalvesInTime::AFirst => (&a.launches_a, &a.launches_b),
+        model::AaHalvesInTime::BFirst => (&a.launches_b, &a.launches_a),
+    };
+    let moved: Vec<String> = [("TTFT p90", &a.ttft_p90), ("TPOT p90", &a.tpot_p90)]
+        .into_iter()
+        .filter_map(|(name, t)| {
+            // A/A = p90(A)/p90(B) - 1: above 0 means A is slower.
+            let a_slower = match t.as_ref()?.detection {
+                model::Detection::Tax => true,
+                model::Detection::Negative => false,
+                _ => return None,
+            };
+            let later_faster = a_slower == (order == model::AaHalvesInTime::AFirst);
+            Some(format!(
+                "{name} {}",
+                if later_faster { "lower" } else { "higher" }
+            ))
+        })
+        .collect();
+    format!(
+        ". On each of its machines {} ran the cell before {}, so this A/A compares earlier launches with later ones and also measures how the machines drifted over their stretches (the later launches: {}). A tax whose plain launches ran on both sides of the config's (Launch order; `ctax run --plain-last`) cancels a steady drift; one with plain on one side carries it",
+        words::launch_list(earlier),
+        words::launch_list(later),
+        moved.join(", ")
+    )
 }
 
 fn cell_order(a: &CellSamples, b: &CellSamples) -> std::cmp::Ordering {
@@ -665,4 +702,66 @@ fn step_ecdf(
         out.entry(k.config.clone()).or_insert(v);
     }
     out
+}
+
+#[cfg(test)]
+mod aa_drift_tests {
+    use super::model::{AaHalvesInTime, AaTax, Detection, Estimate, TaxContext, TaxValue};
+    use super::*;
+
+    fn value(est: f64, lo: f64, hi: f64, detection: Detection) -> Option<TaxValue> {
+        Some(TaxValue {
+            value: Estimate {
+                est,
+                lo: Some(lo),
+                hi: Some(hi),
+            },
+            unit: "fraction".into(),
+            detection,
+        })
+    }
+
+    /// The H100 root's plain A/A at 3 req/s (stop 53): l6, l8 (each machine's opening plain)
+    /// against l7, l9 (its closing plain), TTFT straddling 0 and TPOT +3.7% [+0.4, +7.1].
+    fn aa(in_time: Option<AaHalvesInTime>) -> AaTax {
+        AaTax {
+            config: "plain".into(),
+            context: TaxContext::RefSafe,
+            phase: Phase::A,
+            cell: "r3_i4096_o256".into(),
+            launches_a: vec![6, 8],
+            launches_b: vec![7, 9],
+            machines: vec!["boot 495943f8".into(), "boot 4b472e51".into()],
+            ttft_p90: value(0.052, -0.002, 0.109, Detection::Inconclusive),
+            tpot_p90: value(0.037, 0.004, 0.071, Detection::Tax),
+            unstable: true,
+            in_time,
+        }
+    }
+
+    /// A before B and A slower (A/A above 0): the later launches are faster, so TPOT is
+    /// lower in them; TTFT, whose A/A straddles 0, is not named. B first with the same sign:
+    /// the later (A) launches are slower. Interleaved halves add nothing.
+    #[test]
+    fn an_earlier_against_later_aa_says_which_way_the_later_launches_moved() {
+        let noise = launch_noise::LaunchNoiseSummary::default();
+        let w = noise_warnings(&noise, &[aa(Some(AaHalvesInTime::AFirst))]);
+        let w = w
+            .iter()
+            .find(|w| w.starts_with("UNSTABLE DATASET"))
+            .unwrap();
+        assert!(
+            w.contains("On each of its machines l6, l8 ran the cell before l7, l9")
+                && w.contains("(the later launches: TPOT p90 lower)")
+                && !w.contains("TTFT p90 lower"),
+            "{w}"
+        );
+        let w = aa_drift(&aa(Some(AaHalvesInTime::BFirst)));
+        assert!(
+            w.contains("l7, l9 ran the cell before l6, l8")
+                && w.contains("(the later launches: TPOT p90 higher)"),
+            "{w}"
+        );
+        assert_eq!(aa_drift(&aa(None)), "");
+    }
 }

@@ -401,6 +401,22 @@ pub struct AaTax {
     pub tpot_p90: Option<TaxValue>,
     /// Either CI excludes 0: the dataset is unstable (a loud warning; verdicts are marked).
     pub unstable: bool,
+    /// Whether, on every machine it split, one half's launches ran the cell before the other
+    /// half's ([`crate::analysis::launch_order::aa_halves`]): such an A/A is also an
+    /// earlier-against-later comparison, so it measures the machines' drift over their
+    /// stretches as well as launch noise. `None`: interleaved, overlapping, or no times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_time: Option<AaHalvesInTime>,
+}
+
+/// Which half of an A/A ran its cell first on every machine it split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AaHalvesInTime {
+    /// Every A launch ran the cell before every B launch on each machine.
+    AFirst,
+    /// Every B launch ran the cell before every A launch on each machine.
+    BFirst,
 }
 
 /// Conventions the numbers follow; printed next to them in every report.

@@ -596,6 +596,7 @@ impl TaxEngine<'_> {
             ttft_p90,
             tpot_p90,
             unstable,
+            in_time: None,
         })
     }
 

@@ -1,6 +1,15 @@
 //! How numbers are written into warnings, verdict reasons and the report (one definition for
 //! the analysis, the verdicts and the report's formatter).
 
+/// `l6, l8`: launch indices as the report names them.
+pub(crate) fn launch_list(launches: &[u32]) -> String {
+    launches
+        .iter()
+        .map(|l| format!("l{l}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `1st`, `2nd`, `3rd`, `4th` … `11th`, `12th`, `13th`, `21st`.
 pub(crate) fn ordinal(n: u32) -> String {
     let suffix = match (n % 10, n % 100) {

@@ -2,7 +2,7 @@
 //! / B' shapes, each with its CI and whether the CI excludes 0.
 
 use super::phase_name;
-use crate::analysis::model::{AnalysisResult, Detection, TaxContext, TaxValue};
+use crate::analysis::model::{AaHalvesInTime, AnalysisResult, Detection, TaxContext, TaxValue};
 use crate::report::fmt;
 use ctax_schema::Phase;
 
@@ -66,18 +66,17 @@ pub(crate) struct AaView {
     pub split: String,
     pub ttft: TaxCell,
     pub tpot: TaxCell,
+    /// `l6, l8 first` when one half ran the cell before the other on every machine
+    /// ([`crate::analysis::model::AaTax::in_time`]: the A/A is then also earlier against
+    /// later), else `mixed`.
+    pub in_time: String,
     /// `UNSTABLE` or `ok`.
     pub status: String,
 }
 
 pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
     let s = &r.summary;
-    let ls = |v: &[u32]| {
-        v.iter()
-            .map(|l| format!("l{l}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let ls = crate::analysis::words::launch_list;
     s.aa_taxes
         .iter()
         .map(|a| {
@@ -105,6 +104,11 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
                 ),
                 ttft: tax_cell(a.ttft_p90.as_ref()),
                 tpot: tax_cell(a.tpot_p90.as_ref()),
+                in_time: match a.in_time {
+                    Some(AaHalvesInTime::AFirst) => format!("{} first", ls(&a.launches_a)),
+                    Some(AaHalvesInTime::BFirst) => format!("{} first", ls(&a.launches_b)),
+                    None => "mixed".to_owned(),
+                },
                 status: if a.unstable { "UNSTABLE" } else { "ok" }.to_owned(),
             }
         })
