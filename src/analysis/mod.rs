@@ -201,10 +201,9 @@ pub(crate) fn analyze_leaving_out(
         let left_out = if c.whole() {
             String::new()
         } else {
-            let cut: Vec<String> = c.launches.iter().map(|n| format!("l{n}")).collect();
             format!(
                 "; no launch's raw data is whole ({}), so every tax, A/A and launch-noise estimate leaves the cell out (the per-launch table shows it)",
-                cut.join(", ")
+                words::launch_list(&c.launches)
             )
         };
         warnings.push(format!(
@@ -471,8 +470,8 @@ fn pairing_warnings(taxes: &[model::Tax]) -> Vec<String> {
         .map(|((_, config, phase), (mut l, none))| {
             l.sort_unstable();
             l.dedup();
-            let ls: Vec<String> = l.iter().map(|x| format!("l{x}")).collect();
-            let (launches, ran, are) = if ls.len() == 1 {
+            let ls = words::launch_list(&l);
+            let (launches, ran, are) = if l.len() == 1 {
                 ("launch", "ran on a machine", "is")
             } else {
                 ("launches", "ran on machines", "are")
@@ -481,13 +480,13 @@ fn pairing_warnings(taxes: &[model::Tax]) -> Vec<String> {
                 format!(
                     "{config}: no plain launch of Phase {} ran on its machines ({launches} {}), so it has no tax against plain in some or all of its cells: taxes compare launches on the same machine, as machines differ more than launches; `ctax run` now adds a plain launch on every machine (profile `plain_on_every_machine`)",
                     phase.tag(),
-                    ls.join(", ")
+                    ls
                 )
             } else {
                 format!(
                     "{config}: Phase {} {launches} {} {ran} without a plain launch of that phase and {are} left out of its taxes (taxes compare launches on the same machine)",
                     phase.tag(),
-                    ls.join(", ")
+                    ls
                 )
             }
         })

@@ -406,15 +406,10 @@ fn pairing_note(t: &crate::analysis::model::Tax) -> Option<String> {
     if t.unpaired_launches.is_empty() {
         return None;
     }
-    let ls: Vec<String> = t
-        .unpaired_launches
-        .iter()
-        .map(|l| format!("l{l}"))
-        .collect();
     Some(format!(
         "{} left out (no plain launch on {})",
-        ls.join(", "),
-        if ls.len() == 1 {
+        crate::analysis::words::launch_list(&t.unpaired_launches),
+        if t.unpaired_launches.len() == 1 {
             "its machine"
         } else {
             "their machines"
