@@ -1345,11 +1345,11 @@ fn each_launch_s_own_saturation_rate_is_listed() {
     };
     let md = render(&common::from_spec(&spec)).md();
     assert!(
-        md.contains("| saturation rate of mooncake_both | not saturated at any rate; launches on their own: l2 4 req/s; l0, l1, l3, l4, l5 not saturated up to 4 req/s |"),
+        md.contains("| saturation rate of mooncake_both | not saturated up to 4 req/s; launches on their own: l2 4 req/s; l0, l1, l3, l4, l5 not saturated up to 4 req/s |"),
         "{md}"
     );
     assert!(md.contains(
-        "| saturation rate of plain | not saturated at any rate; every launch on its own too |"
+        "| saturation rate of plain | not saturated up to 4 req/s; every launch on its own too |"
     ));
     assert!(
         md.contains("| saturation rate of nixl_both | 4 req/s; launches on their own: l1, l2, l3, l4, l5 4 req/s; l0 not saturated up to 4 req/s |"),

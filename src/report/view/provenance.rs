@@ -222,7 +222,7 @@ pub(super) fn provenance(r: &AnalysisResult, verdicts: &Verdicts) -> Provenance 
         .iter()
         .map(|(c, v)| {
             let pooled = v.map_or_else(
-                || "not saturated at any rate".to_owned(),
+                || not_saturated(c, &s.launch_saturation),
                 |v| fmt::with_unit(v, "rps"),
             );
             let own = own_saturation(c, *v, &s.launch_saturation);
@@ -280,6 +280,23 @@ enum OwnRate {
 /// grouped by their own rate. A launch that saturated at none of its rates reads "not
 /// saturated up to R", R the highest rate it measured with whole data: a launch that measured
 /// a shorter ladder (`--phase-a-rates`) says how far it went.
+/// A config whose pooled cells saturate at no rate: how far its launches measured (the
+/// highest rate any of them has whole data at), so "not saturated" is not read as "at any load".
+fn not_saturated(
+    config: &str,
+    launches: &[crate::analysis::saturation::LaunchSaturation],
+) -> String {
+    launches
+        .iter()
+        .filter(|l| l.config == config)
+        .flat_map(|l| l.rates.iter().copied())
+        .max_by(f64::total_cmp)
+        .map_or_else(
+            || "not saturated (no whole Phase A cell)".to_owned(),
+            |top| format!("not saturated up to {}", fmt::with_unit(top, "rps")),
+        )
+}
+
 fn own_saturation(
     config: &str,
     pooled: Option<f64>,
@@ -335,7 +352,7 @@ fn shell_word(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::own_saturation;
+    use super::{not_saturated, own_saturation};
     use crate::analysis::saturation::LaunchSaturation;
 
     fn launch(n: u32, rate: Option<f64>, rates: &[f64]) -> LaunchSaturation {
@@ -375,6 +392,28 @@ mod tests {
         assert_eq!(
             own_saturation("nixl_both", None, &agree),
             "; every launch on its own too"
+        );
+    }
+
+    /// The pooled "not saturated" names the highest rate any of the config's launches measured
+    /// (l1's 4 req/s, not l0's 2, and not another config's 8); a config with no whole cell says so.
+    #[test]
+    fn an_unsaturated_config_says_how_far_its_launches_measured() {
+        let mut other = launch(0, None, &[8.0]);
+        other.config = "plain".to_owned();
+        let ls = [
+            launch(0, None, &[1.0, 2.0]),
+            launch(1, None, &[2.0, 4.0]),
+            other,
+        ];
+        assert_eq!(
+            not_saturated("nixl_both", &ls),
+            "not saturated up to 4 req/s"
+        );
+        assert_eq!(not_saturated("plain", &ls), "not saturated up to 8 req/s");
+        assert_eq!(
+            not_saturated("lmcache_only", &ls),
+            "not saturated (no whole Phase A cell)"
         );
     }
 }
