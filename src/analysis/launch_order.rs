@@ -96,11 +96,11 @@ pub(crate) fn aa_halves(per_launch: &[CellStats], aa: &mut [AaTax]) {
     }
 }
 
-/// `Some` when, on every machine with launches of both halves (`a`, `b`: launch indices of
-/// one config in one cell, whose `rows` are given), one half's launches all ended the cell
-/// before the other half's first started it, and that half is the same on every machine;
-/// `None` when some machine interleaves or overlaps them, the machines disagree, or no
-/// machine has both. Grouped by the machine itself, not by [`super::taxes::block_by_place`]'s
+/// `AFirst`/`BFirst` when, on every machine with launches of both halves (`a`, `b`: launch
+/// indices of one config in one cell, whose `rows` are given), one half's launches all ended
+/// the cell before the other half's first started it, and that half is the same on every
+/// machine; `Mixed` when some machine interleaves or overlaps them, or the machines disagree;
+/// `None` when no machine has both (with recorded times: `rows` holds only timed cells). Grouped by the machine itself, not by [`super::taxes::block_by_place`]'s
 /// blocks: every pair inside a block is then earlier against later too.
 pub(crate) fn halves_in_time(rows: &[CellSpan], a: &[u32], b: &[u32]) -> Option<AaHalvesInTime> {
     let mut by: BTreeMap<&str, [Option<(u64, u64)>; 2]> = BTreeMap::new();
@@ -127,10 +127,10 @@ pub(crate) fn halves_in_time(rows: &[CellSpan], a: &[u32], b: &[u32]) -> Option<
         } else if sb.1 < sa.0 {
             AaHalvesInTime::BFirst
         } else {
-            return None;
+            return Some(AaHalvesInTime::Mixed);
         };
         if agreed.is_some_and(|v| v != this) {
-            return None;
+            return Some(AaHalvesInTime::Mixed);
         }
         agreed = Some(this);
     }
@@ -311,7 +311,10 @@ mod tests {
             row(A, "plain", 2, "m2", 300),
             row(A, "plain", 3, "m2", 100),
         ];
-        assert_eq!(halves_in_time(&disagree, &a, &b), None);
+        assert_eq!(
+            halves_in_time(&disagree, &a, &b),
+            Some(AaHalvesInTime::Mixed)
+        );
         // l1 starts at 120, while l0 (100-150) still runs.
         let overlap = [
             row(A, "plain", 0, "m1", 100),
@@ -319,15 +322,23 @@ mod tests {
             row(A, "plain", 2, "m2", 100),
             row(A, "plain", 3, "m2", 200),
         ];
-        assert_eq!(halves_in_time(&overlap, &a, &b), None);
+        assert_eq!(
+            halves_in_time(&overlap, &a, &b),
+            Some(AaHalvesInTime::Mixed)
+        );
         // l0's second row (140-190) ends after l1 (180) starts: interleaved.
         let interleaved = [
             row(A, "plain", 0, "m1", 100),
             row(A, "plain", 0, "m1", 140),
             row(A, "plain", 1, "m1", 180),
         ];
-        assert_eq!(halves_in_time(&interleaved, &a, &b), None);
+        assert_eq!(
+            halves_in_time(&interleaved, &a, &b),
+            Some(AaHalvesInTime::Mixed)
+        );
+        // No machine holds both halves: their order is unknown, not mixed.
         let one_half = [row(A, "plain", 0, "m1", 100), row(A, "plain", 3, "m2", 100)];
         assert_eq!(halves_in_time(&one_half, &a, &b), None);
+        assert_eq!(halves_in_time(&[], &a, &b), None);
     }
 }

@@ -551,6 +551,7 @@ fn aa_drift(a: &model::AaTax) -> String {
     let (earlier, later) = match order {
         model::AaHalvesInTime::AFirst => (&a.launches_a, &a.launches_b),
         model::AaHalvesInTime::BFirst => (&a.launches_b, &a.launches_a),
+        model::AaHalvesInTime::Mixed => return String::new(),
     };
     let moved: Vec<String> = [("TTFT p90", &a.ttft_p90), ("TPOT p90", &a.tpot_p90)]
         .into_iter()
@@ -740,7 +741,7 @@ mod aa_drift_tests {
 
     /// A before B and A slower (A/A above 0): the later launches are faster, so TPOT is
     /// lower in them; TTFT, whose A/A straddles 0, is not named. B first with the same sign:
-    /// the later (A) launches are slower. Interleaved halves add nothing.
+    /// the later (A) launches are slower. Interleaved halves, or halves of unknown order, add nothing.
     #[test]
     fn an_earlier_against_later_aa_says_which_way_the_later_launches_moved() {
         let noise = launch_noise::LaunchNoiseSummary::default();
@@ -761,6 +762,7 @@ mod aa_drift_tests {
                 && w.contains("(the later launches: TPOT p90 higher)"),
             "{w}"
         );
+        assert_eq!(aa_drift(&aa(Some(AaHalvesInTime::Mixed))), "");
         assert_eq!(aa_drift(&aa(None)), "");
     }
 }

@@ -404,7 +404,9 @@ pub struct AaTax {
     /// Whether, on every machine it split, one half's launches ran the cell before the other
     /// half's ([`crate::analysis::launch_order::aa_halves`]): such an A/A is also an
     /// earlier-against-later comparison, so it measures the machines' drift over their
-    /// stretches as well as launch noise. `None`: interleaved, overlapping, or no times.
+    /// stretches as well as launch noise. `Mixed`: interleaved, overlapping, or in different
+    /// orders on different machines. `None`: no machine with launches of both halves has
+    /// recorded cell times (nothing is known about their order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_time: Option<AaHalvesInTime>,
 }
@@ -417,6 +419,8 @@ pub enum AaHalvesInTime {
     AFirst,
     /// Every B launch ran the cell before every A launch on each machine.
     BFirst,
+    /// Neither: some machine interleaves or overlaps the halves, or the machines disagree.
+    Mixed,
 }
 
 /// Conventions the numbers follow; printed next to them in every report.

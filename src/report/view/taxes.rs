@@ -107,7 +107,8 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
                 in_time: match a.in_time {
                     Some(AaHalvesInTime::AFirst) => format!("{} first", ls(&a.launches_a)),
                     Some(AaHalvesInTime::BFirst) => format!("{} first", ls(&a.launches_b)),
-                    None => "mixed".to_owned(),
+                    Some(AaHalvesInTime::Mixed) => "mixed".to_owned(),
+                    None => fmt::NA.to_owned(),
                 },
                 status: if a.unstable { "UNSTABLE" } else { "ok" }.to_owned(),
             }
