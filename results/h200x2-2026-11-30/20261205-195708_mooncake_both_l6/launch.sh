@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # connector-tax launch script: config=mooncake_both
-# written 2026-12-05T19:57:14Z by launch/launch_mooncake_both.sh on vm
+# written 2026-12-06T21:58:47Z by launch/launch_mooncake_both.sh on vm
 # Re-run: bash launch.sh > vllm_stdout.log 2> vllm_stderr.log
 set -e
 export AGENTIC_STEP_LOG_PATH=/tmp/res/h200x2/20261205-195708_mooncake_both_l6/engine_step_raw
