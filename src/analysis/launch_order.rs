@@ -100,8 +100,9 @@ pub(crate) fn aa_halves(per_launch: &[CellStats], aa: &mut [AaTax]) {
 /// indices of one config in one cell, whose `rows` are given), one half's launches all ended
 /// the cell before the other half's first started it, and that half is the same on every
 /// machine; `Mixed` when some machine interleaves or overlaps them, or the machines disagree;
-/// `None` when no machine has both (with recorded times: `rows` holds only timed cells). Grouped by the machine itself, not by [`super::taxes::block_by_place`]'s
-/// blocks: every pair inside a block is then earlier against later too.
+/// `None` when no machine has both (with recorded times: `rows` holds only timed cells).
+/// Grouped by the machine itself, not by [`super::taxes::block_by_place`]'s blocks: every
+/// pair inside a block is then earlier against later too.
 pub(crate) fn halves_in_time(rows: &[CellSpan], a: &[u32], b: &[u32]) -> Option<AaHalvesInTime> {
     let mut by: BTreeMap<&str, [Option<(u64, u64)>; 2]> = BTreeMap::new();
     for r in rows {

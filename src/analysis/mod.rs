@@ -741,7 +741,8 @@ mod aa_drift_tests {
 
     /// A before B and A slower (A/A above 0): the later launches are faster, so TPOT is
     /// lower in them; TTFT, whose A/A straddles 0, is not named. B first with the same sign:
-    /// the later (A) launches are slower. Interleaved halves, or halves of unknown order, add nothing.
+    /// the later (A) launches are slower. Interleaved halves, or halves of unknown order, add
+    /// nothing.
     #[test]
     fn an_earlier_against_later_aa_says_which_way_the_later_launches_moved() {
         let noise = launch_noise::LaunchNoiseSummary::default();

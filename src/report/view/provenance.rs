@@ -275,11 +275,6 @@ enum OwnRate {
     NotUpTo(Option<f64>),
 }
 
-/// Each launch's own saturation rate after its config's pooled one, when the config ran
-/// several launches: "; every launch on its own too" when they agree, else the launches
-/// grouped by their own rate. A launch that saturated at none of its rates reads "not
-/// saturated up to R", R the highest rate it measured with whole data: a launch that measured
-/// a shorter ladder (`--phase-a-rates`) says how far it went.
 /// A config whose pooled cells saturate at no rate: how far its launches measured (the
 /// highest rate any of them has whole data at), so "not saturated" is not read as "at any load".
 fn not_saturated(
@@ -297,6 +292,11 @@ fn not_saturated(
         )
 }
 
+/// Each launch's own saturation rate after its config's pooled one, when the config ran
+/// several launches: "; every launch on its own too" when they agree, else the launches
+/// grouped by their own rate. A launch that saturated at none of its rates reads "not
+/// saturated up to R", R the highest rate it measured with whole data: a launch that measured
+/// a shorter ladder (`--phase-a-rates`) says how far it went.
 fn own_saturation(
     config: &str,
     pooled: Option<f64>,
