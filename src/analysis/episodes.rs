@@ -462,7 +462,7 @@ pub(crate) fn warning(found: &[LaunchEpisodes]) -> Option<String> {
                 "{} l{} Phase {} {}: p90 {:.0} ms, {:.0} ms without {} ({}; launch median {:.0} ms)",
                 e.config,
                 e.launch,
-                e.phase.tag(),
+                e.phase.label(),
                 e.cell,
                 e.ttft_p90_ms,
                 e.ttft_p90_without_ms,

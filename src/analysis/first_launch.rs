@@ -150,7 +150,7 @@ pub(crate) fn warnings(effects: &[FirstLaunchEffect]) -> Vec<String> {
         .map(|e| {
             format!(
                 "first launch on a machine: in Phase {} {} the launches that ran first on their machine had {} {} (p {:.3}; {} launches, {} first, {} machines with both; one of {n} cell-metric tests, of which about {:.1} would exclude 0 by chance) against the same config's later launches there; where plain ran first on a machine (its anchor does on every new machine), a config's tax there is read against a {} plain",
-                e.phase.tag(),
+                e.phase.label(),
                 e.cell,
                 super::launch_noise::metric_label(&e.metric),
                 e.estimate().pct_ci(),

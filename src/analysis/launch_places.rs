@@ -108,7 +108,7 @@ pub(crate) fn warnings(mixed: &[MixedPlaces]) -> Vec<String> {
         .map(|(phase, cells)| {
             format!(
                 "Phase {}: launches ran {} of its cells at different places in the launch, and each of those cells' taxes pools the places (a reordered sweep, as ctax run --phase-b-first makes, or a cell resumed on a new server, which runs it 1st; the same-cell check shows that a cell's place can move its tax): {}",
-                phase.tag(),
+                phase.label(),
                 cells.len(),
                 cells.join("; ")
             )
@@ -166,5 +166,27 @@ mod tests {
         pos.retain(|(_, _, l, _), _| *l < 2);
         pos.insert(at("plain", Phase::B, 1, "r2_i4096_o256"), 2);
         assert_eq!(mixed(&pos), vec![]);
+    }
+
+    /// A B' cell resumed on a new server (1st there, 2nd in the others) is warned about as
+    /// "Phase B'", the name the report's tables give the phase, not its file tag `Bp`.
+    #[test]
+    fn a_b_prime_warning_names_the_phase_as_the_report_does() {
+        let mut pos = BTreeMap::new();
+        for (c, l, p) in [("plain", 8, 2), ("plain", 9, 2), ("mooncake_both", 6, 1)] {
+            pos.insert(at(c, Phase::Bp, l, "r6_i4096_o256"), p);
+        }
+        let w = warnings(&mixed(&pos));
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("Phase B': launches ran 1 of its cells"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[0].ends_with("r6_i4096_o256 2nd in 2 launches, 1st in 1 (mooncake_both l6)"),
+            "{}",
+            w[0]
+        );
     }
 }

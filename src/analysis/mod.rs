@@ -190,7 +190,7 @@ pub(crate) fn analyze_leaving_out(
         warnings.push(format!(
             "{} {} {}: raw data not whole in {}; the pooled row, every tax, A/A and launch-noise estimate leave {them} out (the per-launch table {shows})",
             c.key.config,
-            c.key.phase,
+            c.key.phase.label(),
             c.key.cell,
             c.not_whole.join("; ")
         ));
@@ -209,7 +209,7 @@ pub(crate) fn analyze_leaving_out(
         warnings.push(format!(
             "{} {} {}: incomplete cell ({}){left_out}",
             c.key.config,
-            c.key.phase,
+            c.key.phase.label(),
             c.key.cell,
             c.incomplete_reasons.join("; ")
         ));
@@ -263,7 +263,7 @@ pub(crate) fn analyze_leaving_out(
         };
         warnings.push(format!(
             "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own carry the pool over every phase (±{:.1}%), below its own spread, so their CIs{hyp} may be too narrow",
-            n.phase.tag(),
+            n.phase.label(),
             n.spread(),
             launch_noise
                 .metrics
@@ -360,7 +360,7 @@ fn fixed_rate_warning(c: &CellStats) -> String {
     format!(
         "{} Phase {} {}: {} {codes} fired at the phase's one rate ({} req/s): the cell measures a queue, and the taxes there (H5/H6 read mooncake_both's) with it",
         c.key.config,
-        c.key.phase.tag(),
+        c.key.phase.label(),
         c.key.cell,
         if codes.len() == 1 {
             "criterion"
@@ -439,7 +439,7 @@ fn order_warning(order: &[launch_order::OrderBalance]) -> Option<String> {
             Some(format!(
                 "{} Phase {} (plain {side} it on {on})",
                 o.config,
-                o.phase.tag()
+                o.phase.label()
             ))
         })
         .collect();
@@ -479,13 +479,13 @@ fn pairing_warnings(taxes: &[model::Tax]) -> Vec<String> {
             if none {
                 format!(
                     "{config}: no plain launch of Phase {} ran on its machines ({launches} {}), so it has no tax against plain in some or all of its cells: taxes compare launches on the same machine, as machines differ more than launches; `ctax run` now adds a plain launch on every machine (profile `plain_on_every_machine`)",
-                    phase.tag(),
+                    phase.label(),
                     ls
                 )
             } else {
                 format!(
                     "{config}: Phase {} {launches} {} {ran} without a plain launch of that phase and {are} left out of its taxes (taxes compare launches on the same machine)",
-                    phase.tag(),
+                    phase.label(),
                     ls
                 )
             }
@@ -529,7 +529,7 @@ fn noise_warnings(noise: &launch_noise::LaunchNoiseSummary, aa: &[model::AaTax])
         out.push(format!(
             "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable{own}{}",
             a.config,
-            a.phase,
+            a.phase.label(),
             a.cell,
             a.launches_a,
             a.launches_b,

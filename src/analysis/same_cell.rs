@@ -275,7 +275,7 @@ impl SameCell {
                 let phases = g
                     .machines
                     .iter()
-                    .map(|(ph, k)| format!("{} {k}", ph.tag()))
+                    .map(|(ph, k)| format!("{} {k}", ph.label()))
                     .collect::<Vec<_>>()
                     .join(", ");
                 let place = match g.place {
@@ -300,7 +300,7 @@ impl SameCell {
                 let phases = w
                     .phases
                     .iter()
-                    .map(|(ph, [f, l])| format!("{} {f} vs {l}", ph.tag()))
+                    .map(|(ph, [f, l])| format!("{} {f} vs {l}", ph.label()))
                     .collect::<Vec<_>>()
                     .join(", ");
                 format!("; within a phase ({phases}): stratified p {:.3}", w.p)
@@ -343,7 +343,7 @@ impl SameCell {
                         format!("{place} {}%", super::words::signed(t.tax * 100.0, 1))
                     })
                     .collect();
-                format!("{} {m}: {}", ph.tag(), taxes.join(", "))
+                format!("{} {m}: {}", ph.label(), taxes.join(", "))
             })
             .collect();
         let (one, what) = if items.len() == 1 {

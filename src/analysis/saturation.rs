@@ -199,7 +199,7 @@ pub(crate) fn evaluate_fixed_rate(cells: &mut [CellStats]) {
         let mut s = criteria(c, None);
         s.ttft_growth.note = Some(format!(
             "Phase {} runs one rate per shape: no lower rate to compare with",
-            c.key.phase.tag()
+            c.key.phase.label()
         ));
         c.saturation = Some(s);
     }

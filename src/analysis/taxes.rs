@@ -288,7 +288,7 @@ impl<'a> TaxEngine<'a> {
             return Err(format!(
                 "no plain launch of Phase {} ran on the machine of {config} in {cell} ({}; plain ran on {}): \
                  a tax compares launches on the same machine, as machines differ more than launches",
-                phase.tag(),
+                phase.label(),
                 mine.join(", "),
                 theirs.join(", ")
             ));

@@ -113,7 +113,7 @@ fn note_noisier_phases(
             x.reason = format!(
                 "{}; Phase {}'s launches spread more than the pool its CIs carry ({}), so the CI may be too narrow (see Warnings)",
                 x.reason,
-                phase.tag(),
+                phase.label(),
                 hits.join("; ")
             );
         }
@@ -190,7 +190,7 @@ fn note_mixed_places(
             x.reason = format!(
                 "{}; Phase {} taxes pool launches that ran a cell at different places in the launch ({}; see Warnings)",
                 x.reason,
-                phase.tag(),
+                phase.label(),
                 cells.join(", ")
             );
         }
@@ -235,7 +235,7 @@ fn note_single_launches(
             let phase = if phase == Phase::A {
                 String::new()
             } else {
-                format!(" in Phase {}", phase.tag())
+                format!(" in Phase {}", phase.label())
             };
             x.reason = format!(
                 "{}; rests on a single launch{phase} of {} among the launches its taxes compare \

@@ -84,7 +84,7 @@ pub(crate) fn without_episodes(
             .aa_taxes
             .iter()
             .filter(|a| a.unstable)
-            .map(|a| format!("{} Phase {} {}", a.config, a.phase.tag(), a.cell))
+            .map(|a| format!("{} Phase {} {}", a.config, a.phase.label(), a.cell))
             .collect(),
         taxes: s
             .taxes

@@ -68,6 +68,16 @@ impl Phase {
             Phase::Preflight => "preflight",
         }
     }
+    /// How people read the phase (reports, warnings, verdict reasons): the seed's names, `B'`
+    /// for [`Phase::Bp`]. File names and record fields keep [`Phase::tag`].
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::A => "A",
+            Phase::B => "B",
+            Phase::Bp => "B'",
+            Phase::Preflight => "pre-flight",
+        }
+    }
     pub fn from_tag(s: &str) -> Option<Phase> {
         match s {
             "A" => Some(Phase::A),

@@ -169,7 +169,8 @@ pub(super) fn cell_groups(r: &AnalysisResult) -> Vec<CellGroup> {
                 if c.launches.len() + c.not_whole.len() > 1 {
                     for l in r.summary.per_launch.iter().filter(|p| p.key == c.key) {
                         let mut row = cell_row(l);
-                        row.phase = format!("{} l{}", l.key.phase, l.launch.unwrap_or_default());
+                        row.phase =
+                            format!("{} l{}", l.key.phase.label(), l.launch.unwrap_or_default());
                         rows.push(row);
                     }
                 }

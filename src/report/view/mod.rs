@@ -126,10 +126,5 @@ impl ReportView {
 
 /// How the report names a phase (`B'` for the seed's Phase B').
 fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::A => "A",
-        Phase::B => "B",
-        Phase::Bp => "B'",
-        Phase::Preflight => "pre-flight",
-    }
+    p.label()
 }

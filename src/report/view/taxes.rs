@@ -169,7 +169,7 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
                 .into_iter()
                 .map(|ph| {
                     let (up, n) = c.signs(ph);
-                    format!("{} {up}/{n}", ph.tag())
+                    format!("{} {up}/{n}", ph.label())
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
@@ -187,7 +187,7 @@ pub(super) fn same_cell_rows(r: &AnalysisResult) -> Vec<SameCellView> {
                 };
                 let k = t.launches.len().min(t.positions.len());
                 SameCellMachineView {
-                    phase: t.phase.tag().to_owned(),
+                    phase: t.phase.label().to_owned(),
                     machine,
                     launches: format!(
                         "{} vs {}",
