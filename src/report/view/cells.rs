@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use super::phase_name;
 use crate::analysis::model::{AnalysisResult, CellStats, Estimate, Quantiles};
 use crate::analysis::saturation::{THROUGHPUT_RATIO_MIN, TTFT_GROWTH_MAX, WAITING_P50_MAX};
 use crate::report::fmt;
@@ -119,7 +118,7 @@ fn cell_row(c: &CellStats) -> CellRow {
         None => fmt::NA.to_owned(),
     };
     CellRow {
-        phase: phase_name(c.key.phase).to_owned(),
+        phase: c.key.phase.label().to_owned(),
         rate: fmt::rate(c.rate),
         shape: format!("{}/{}", c.input_len, c.output_len),
         n: format!("{} / {}", c.counts.measured_ok, c.counts.scheduled),

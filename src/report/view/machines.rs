@@ -73,13 +73,13 @@ pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
             let missing: Vec<&str> = by_phase
                 .iter()
                 .filter(|(_, l)| !l.iter().any(|x| x.starts_with("plain l")))
-                .map(|(p, _)| super::phase_name(*p))
+                .map(|(p, _)| p.label())
                 .collect();
             MachineRow {
                 machine: machine.clone(),
                 launches: by_phase
                     .iter()
-                    .map(|(p, l)| format!("{}: {}", super::phase_name(*p), l.join(", ")))
+                    .map(|(p, l)| format!("{}: {}", p.label(), l.join(", ")))
                     .collect::<Vec<_>>()
                     .join("; "),
                 plain: if missing.is_empty() {
@@ -109,7 +109,7 @@ pub(super) fn machines(r: &AnalysisResult) -> MachinesView {
         .order
         .iter()
         .map(|o| OrderRow {
-            phase: super::phase_name(o.phase).to_owned(),
+            phase: o.phase.label().to_owned(),
             config: o.config.clone(),
             before: o.plain_before,
             after: o.plain_after,
@@ -137,13 +137,13 @@ pub(super) fn cell_label(r: &AnalysisResult, phase: ctax_schema::Phase, cell: &s
         .map(|c| {
             format!(
                 "{} {} req/s, {}/{}",
-                super::phase_name(phase),
+                phase.label(),
                 crate::report::fmt::rate(c.rate),
                 c.input_len,
                 c.output_len
             )
         })
-        .unwrap_or_else(|| format!("{} {}", super::phase_name(phase), cell))
+        .unwrap_or_else(|| format!("{} {}", phase.label(), cell))
 }
 
 fn effect_row(r: &AnalysisResult, e: &MachineEffect) -> EffectRow {

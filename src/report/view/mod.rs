@@ -21,8 +21,6 @@ mod sensitivity;
 mod taxes;
 mod verdicts;
 
-use ctax_schema::Phase;
-
 use accounting::AccountingView;
 use cells::{CellGroup, SaturationRules};
 use figures::FigureView;
@@ -122,9 +120,4 @@ impl ReportView {
             provenance: provenance::provenance(r, v),
         }
     }
-}
-
-/// How the report names a phase (`B'` for the seed's Phase B').
-fn phase_name(p: Phase) -> &'static str {
-    p.label()
 }

@@ -144,7 +144,7 @@ pub(super) fn glance(
                     let mut by: Vec<(&String, &u32)> = by.iter().collect();
                     by.sort_by_key(|(c, _)| crate::report::config_rank(c));
                     let list: Vec<String> = by.iter().map(|(c, k)| format!("{c} {k}")).collect();
-                    format!("Phase {}: {}", super::phase_name(*phase), list.join(", "))
+                    format!("Phase {}: {}", phase.label(), list.join(", "))
                 })
                 .collect::<Vec<_>>()
                 .join("; ")

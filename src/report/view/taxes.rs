@@ -1,7 +1,6 @@
 //! The Taxes section: taxes at the reference rates (one row per config) and across the Phase B
 //! / B' shapes, each with its CI and whether the CI excludes 0.
 
-use super::phase_name;
 use crate::analysis::model::{AaHalvesInTime, AnalysisResult, Detection, TaxContext, TaxValue};
 use crate::report::fmt;
 use ctax_schema::Phase;
@@ -68,7 +67,8 @@ pub(crate) struct AaView {
     pub tpot: TaxCell,
     /// `l6, l8 first` when one half ran the cell before the other on every machine
     /// ([`crate::analysis::model::AaTax::in_time`]: the A/A is then also earlier against
-    /// later), else `mixed`.
+    /// later); `mixed` when they interleave, overlap or disagree between machines; `n/a` when
+    /// no machine has both halves with recorded cell times.
     pub in_time: String,
     /// `UNSTABLE` or `ok`.
     pub status: String,
@@ -93,7 +93,7 @@ pub(super) fn aa_rows(r: &AnalysisResult) -> Vec<AaView> {
                 .unwrap_or_default();
             AaView {
                 config: a.config.clone(),
-                phase: phase_name(a.phase).to_owned(),
+                phase: a.phase.label().to_owned(),
                 rate: shape.0,
                 shape: shape.1,
                 split: format!(
@@ -444,7 +444,7 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
         .into_iter()
         .map(|t| ShapeTaxRow {
             config: t.config.clone(),
-            phase: phase_name(t.phase).to_owned(),
+            phase: t.phase.label().to_owned(),
             rate: fmt::rate(t.rate),
             shape: format!("{}/{}", t.input_len, t.output_len),
             launches: with_not_whole(
