@@ -281,15 +281,21 @@ fn not_saturated(
     config: &str,
     launches: &[crate::analysis::saturation::LaunchSaturation],
 ) -> String {
-    launches
+    let top = launches
         .iter()
         .filter(|l| l.config == config)
         .flat_map(|l| l.rates.iter().copied())
-        .max_by(f64::total_cmp)
-        .map_or_else(
-            || "not saturated (no whole Phase A cell)".to_owned(),
-            |top| format!("not saturated up to {}", fmt::with_unit(top, "rps")),
-        )
+        .max_by(f64::total_cmp);
+    not_saturated_up_to(top)
+}
+
+/// "not saturated up to R" (R: the highest rate measured with whole data), or "no whole
+/// Phase A cell": for a config's pooled cells and for one launch alike.
+fn not_saturated_up_to(top: Option<f64>) -> String {
+    top.map_or_else(
+        || "not saturated (no whole Phase A cell)".to_owned(),
+        |top| format!("not saturated up to {}", fmt::with_unit(top, "rps")),
+    )
 }
 
 /// Each launch's own saturation rate after its config's pooled one, when the config ran
@@ -327,10 +333,7 @@ fn own_saturation(
         .map(|(k, v)| {
             let at = match k {
                 OwnRate::From(r) => fmt::with_unit(r, "rps"),
-                OwnRate::NotUpTo(Some(top)) => {
-                    format!("not saturated up to {}", fmt::with_unit(top, "rps"))
-                }
-                OwnRate::NotUpTo(None) => "not saturated (no whole Phase A cell)".to_owned(),
+                OwnRate::NotUpTo(top) => not_saturated_up_to(top),
             };
             format!("{} {at}", v.join(", "))
         })
