@@ -296,6 +296,17 @@ fn verdict_rows_print_what_the_rules_produced() {
     );
     assert_eq!(kind("h4"), Refuted, "{}", why("h4"));
     assert!(row(&html, "h4").contains("super-additive"));
+    // Figure 8's band is where A + B must lie, [0.7, 1.3] x multi = [112%, 208%] by hand; the
+    // fixture's A + B = 50% lies below it and H4 calls that super-additive, so the caption must
+    // read "below" as super-additive, not the other way round.
+    let md = out.md();
+    assert!(
+        md.contains(
+            "A + B above the band means the MultiConnector costs less than its parts' sum \
+             (sub-additive), below it more (super-additive"
+        ),
+        "{md}"
+    );
     // Every kind of verdict is styled; the degraded data set cannot test H3 (no noop).
     let degraded = render(&common::degraded()).html();
     assert_eq!(
@@ -661,7 +672,9 @@ fn shape_taxes_say_how_many_launches_they_rest_on() {
     );
     assert!(
         one.contains(
-            "Launches behind each panel (the config's, compared with plain on the same machines): \
+            "Launches behind each panel (the config's, compared with plain on the same machines; \
+             the union over the panel's cells, so one cell may rest on fewer, as the Taxes table \
+             shows, and a launch resumed on another machine counts both machines): \
              mooncake_both 1 launch on 1 machine. mooncake_both rests on a single launch"
         ),
         "{one}"

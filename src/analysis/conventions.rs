@@ -63,8 +63,11 @@ pub(crate) fn conventions(b: &BootstrapConfig) -> Conventions {
             do not either"
             .into(),
         saturation: format!(
-            "saturated at rate r if completions in the shifted window / requests scheduled in it < {THROUGHPUT_RATIO_MIN} \
-             (for fixed arrivals = effective/offered; for Poisson arrivals the draw, not the nominal rate), or num_requests_waiting p50 > \
+            "saturated at rate r if, of the requests scheduled in the measurement window, the share that ended ok \
+             × their completion pace (1 / slope of their completion times on their intended send times, capped at 1) \
+             < {THROUGHPUT_RATIO_MIN} (a server that keeps up completes them at the pace they arrived, whatever the \
+             arrival draw; not the Throughput column's effective/offered share, whose shifted window's edges move \
+             with latency jitter), or num_requests_waiting p50 > \
              {WAITING_P50_MAX}, or TTFT p90(r)/TTFT p90(r/2) > {TTFT_GROWTH_MAX} (the next lower measured rate if \
              r/2 was not measured); every rate at or above the lowest flagged rate counts as saturated"
         ),

@@ -4,12 +4,12 @@
 //!
 //! On the H200 each stretch is a fresh machine, and its first server start is the slowest
 //! (ready after 170–175 s where later ones take 80–145 s: caches and the host are cold). Since
-//! `ctax run` anchors every new machine with a plain launch, plain is usually that first launch;
-//! if a first launch serves slower, every tax read on such a machine comes out low. This module
-//! measures it with the data the machine test uses ([`super::machines`]): per cell and metric,
-//! the log per-launch estimates on config + machine + one column that is 1 for a launch that
-//! ran first on its machine, whose coefficient is the first launch's effect (the same config,
-//! the same machine, first against later). A launch is *first* when it started before any
+//! `ctax run` anchors a machine new to a Phase B sweep with a plain launch, plain is often that
+//! first launch; if a first launch serves slower, every tax read on such a machine comes out low.
+//! This module measures it with the data the machine test uses ([`super::machines`]): per cell
+//! and metric, the log per-launch estimates on config + machine + one column that is 1 for a
+//! launch that ran first on its machine, whose coefficient is the first launch's effect (the
+//! same config, the same machine, first against later). A launch is *first* when it started before any
 //! launch on its machine had ended, so both launches of a two-GPU machine's first round count.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -149,7 +149,7 @@ pub(crate) fn warnings(effects: &[FirstLaunchEffect]) -> Vec<String> {
         .filter(|e| e.detected())
         .map(|e| {
             format!(
-                "first launch on a machine: in Phase {} {} the launches that ran first on their machine had {} {} (p {:.3}; {} launches, {} first, {} machines with both; one of {n} cell-metric tests, of which about {:.1} would exclude 0 by chance) against the same config's later launches there; where plain ran first on a machine (its anchor does on every new machine), a config's tax there is read against a {} plain",
+                "first launch on a machine: in Phase {} {} the launches that ran first on their machine had {} {} (p {:.3}; {} launches, {} first, {} machines with both; one of {n} cell-metric tests, of which about {:.1} would exclude 0 by chance) against the same config's later launches there; where plain ran first on a machine (ctax run's Phase B anchor does on a machine new to the sweep; the Machines table lists each machine's order), a config's tax there is read against a {} plain",
                 e.phase.label(),
                 e.cell,
                 super::launch_noise::metric_label(&e.metric),

@@ -170,7 +170,7 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
     if !g.configs.is_empty() {
         let (per_panel, single) = panel_launches(&g);
         caption.push_str(&format!(
-            " Launches behind each panel (the config's, compared with plain on the same machines): {}.",
+            " Launches behind each panel (the config's, compared with plain on the same machines; the union over the panel's cells, so one cell may rest on fewer, as the Taxes table shows, and a launch resumed on another machine counts both machines): {}.",
             per_panel.join(", ")
         ));
         if !single.is_empty() {

@@ -42,8 +42,9 @@ pub(super) fn caption(ctx: &Ctx<'_>) -> String {
         "Tax vs plain at ref_safe of {a} (A), {b} (B), their sum A + B (stacked; its \
          whiskers add the two CIs' bounds, a conservative interval) and {m} (the \
          two stacked in one MultiConnector), with 95% CIs. The shaded band is where A + B must lie \
-         for the seed's additivity test, |multi - (A + B)| / multi <= {H4_MAX_DEVIATION:.2}; above it the stack is \
-         super-additive, below it sub-additive.{variant}"
+         for the seed's additivity test, |multi - (A + B)| / multi <= {H4_MAX_DEVIATION:.2}. A + B above the band \
+         means the MultiConnector costs less than its parts' sum (sub-additive), below it more \
+         (super-additive, cross-connector interference).{variant}"
     )
 }
 

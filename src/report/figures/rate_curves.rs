@@ -116,10 +116,7 @@ pub(super) fn draw(ctx: &Ctx<'_>, spec: &Curve) -> anyhow::Result<Option<String>
             for (g, text) in [
                 (
                     Glyph::Cross,
-                    format!(
-                        "throughput < {} of offered",
-                        fmt::whole_pct(THROUGHPUT_RATIO_MIN)
-                    ),
+                    format!("completion pace < {}", fmt::whole_pct(THROUGHPUT_RATIO_MIN)),
                 ),
                 (Glyph::Square, format!("waiting p50 > {WAITING_P50_MAX}")),
                 (

@@ -11,7 +11,7 @@ use crate::report::fmt;
 /// analysis's definitions.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SaturationRules {
-    /// Criterion 1: effective/offered below this share (`95%`).
+    /// Criterion 1: ok share × completion pace below this (`95%`).
     pub throughput: String,
     /// Criterion 2: waiting p50 above this (`1`).
     pub waiting: String,
