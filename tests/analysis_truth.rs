@@ -1478,3 +1478,41 @@ fn a_cut_launch_keeps_its_row_in_the_report() {
         "{md}"
     );
 }
+
+/// Truth: noop_connector 0%, mooncake_both +30% and mooncake_both_nhd (the same connector on
+/// the NHD KV layout noop_connector keeps) +5% TTFT. H3's reason must name the NHD variant's
+/// tax beside mooncake_both's, since the ratio noop/mooncake_both mixes the layout change into
+/// the implementation share; without the variant the clause is absent.
+#[test]
+fn h3_names_the_nhd_variant_s_tax_when_it_ran() {
+    let configs = || {
+        vec![
+            SynthConfig::new("plain", 1.0, 1.0),
+            SynthConfig::new("noop_connector", 1.0, 1.0),
+            SynthConfig::new("mooncake_both", 1.3, 1.0),
+        ]
+    };
+    let mut with = configs();
+    with.push(SynthConfig::new("mooncake_both_nhd", 1.05, 1.0));
+    let reason = reason_of(&run(&spec(with)).verdicts, "h3");
+    let at = reason
+        .find("mooncake_both_nhd (the same connector on NHD) has tax ")
+        .unwrap_or_else(|| panic!("{reason}"));
+    let rest = &reason[at..];
+    let number = |s: &str| -> f64 {
+        let s = &s[s.find(['+', '-']).unwrap()..];
+        s[..s.find('%').unwrap()].parse::<f64>().unwrap()
+    };
+    let nhd = number(&rest["mooncake_both_nhd (the same connector on NHD) has tax ".len()..]);
+    let moon = number(&rest[rest.find("against mooncake_both's ").unwrap()..]);
+    assert!(
+        (nhd - 5.0).abs() < 6.0,
+        "NHD tax {nhd}% (truth +5%): {reason}"
+    );
+    assert!(
+        (moon - 30.0).abs() < 8.0,
+        "mooncake_both {moon}% (truth +30%): {reason}"
+    );
+    let reason = reason_of(&run(&spec(configs())).verdicts, "h3");
+    assert!(!reason.contains("NHD"), "{reason}");
+}

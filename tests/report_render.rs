@@ -1468,3 +1468,48 @@ fn a_root_that_mixes_gpu_models_is_named_and_warned() {
             .join("\n")
     );
 }
+
+/// The seed asks at least 200 completed requests per cell (launch/profiles/seed.toml). With
+/// every Phase A launch-cell of the demo set to 200 measured requests no line is written; with
+/// one set to 90 and the rest to 150 the line gives Phase A's range 90-150 (by hand), and the
+/// other phases only where theirs fall short too.
+#[test]
+fn launch_cells_below_the_seeds_request_minimum_are_listed() {
+    use ctax_schema::Phase;
+    let set = |f: &mut common::Fixture, phase: Phase, n: u64| {
+        for c in f
+            .analysis
+            .summary
+            .per_launch
+            .iter_mut()
+            .filter(|c| c.key.phase == phase)
+        {
+            c.counts.measured_ok = n;
+        }
+    };
+    let mut enough = common::demo();
+    for phase in [Phase::A, Phase::B, Phase::Bp] {
+        set(&mut enough, phase, 200);
+    }
+    let gaps = degradation(&render(&enough).md());
+    assert!(!gaps.contains("fewer requests than the seed"), "{gaps}");
+
+    let mut short = enough.clone();
+    set(&mut short, Phase::A, 150);
+    let first = short
+        .analysis
+        .summary
+        .per_launch
+        .iter_mut()
+        .find(|c| c.key.phase == Phase::A && c.complete)
+        .expect("a complete Phase A launch-cell");
+    first.counts.measured_ok = 90;
+    let gaps = degradation(&render(&short).md());
+    assert!(
+        gaps.contains(
+            "A launch's cell measured fewer requests than the seed's minimum completed per cell \
+             (Phase A 90-150 (the seed: 200); measured requests ok per launch-cell)"
+        ),
+        "{gaps}"
+    );
+}

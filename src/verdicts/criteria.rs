@@ -5,7 +5,7 @@ use ctax_schema::{Decision, FileKind, RowStatus, file_name};
 use super::bench_time;
 use super::hypotheses::{
     H2_MAX_GAP, H2_MIN_GAP, H3_IMPLEMENTATION_RATIO, H3_MAX_RATIO, H4_MAX_DEVIATION, h3_label,
-    h3_ratio, h4_additive, h4_deviation,
+    h3_point_label, h3_ratio, h4_additive, h4_deviation,
 };
 use super::{Ctx, Draft, Verdict, VerdictKind, num, pct, pp, within};
 use crate::analysis::model::{CANONICAL_CONFIGS, Estimate};
@@ -105,8 +105,9 @@ fn sc3(ctx: &Ctx) -> Verdict {
                 format!("ratio {} at {cell}: {label}", num(&e))
             } else {
                 format!(
-                    "ratio {} at {cell}: the CI does not decide the label (point estimate: {label})",
-                    num(&e)
+                    "ratio {} at {cell}: the CI does not decide the label (point estimate: {})",
+                    num(&e),
+                    h3_point_label(&e)
                 )
             };
             d.finish(Some(e), v, reason, Some(label))

@@ -206,14 +206,69 @@ pub(crate) fn h3_ratio(ctx: &Ctx) -> Result<(Estimate, String), (VerdictKind, St
     Ok((est(ctx, &ratio(&noop, &moon)), cell))
 }
 
-/// SC3's label for a ratio estimate.
-pub(crate) fn h3_label(e: &Estimate) -> String {
+/// The KV layout behind H3's split: noop_connector serves on vLLM's default NHD layout, while the
+/// Mooncake connector switches the engine to HND, so tax(mooncake_both) holds the layout change
+/// as well as the implementation. Where mooncake_both_nhd (the same connector forced to NHD) has
+/// a tax in the cell, the reason gives it beside mooncake_both's; empty otherwise.
+fn h3_layout_note(ctx: &Ctx, cell: &str) -> String {
+    let (Ok(moon), Ok(nhd)) = (
+        ttft_tax(ctx, "mooncake_both", cell),
+        ttft_tax(ctx, "mooncake_both_nhd", cell),
+    ) else {
+        return String::new();
+    };
+    format!(
+        "; mooncake_both asks for the KV layout HND and noop_connector keeps vLLM's default NHD \
+         (Engine changes in the Taxes table): mooncake_both_nhd (the same connector on NHD) has \
+         tax {} here against mooncake_both's {}, so part of the implementation share may be the \
+         layout",
+        pct(&est(ctx, &nhd)),
+        pct(&est(ctx, &moon))
+    )
+}
+
+/// SC3's label for a ratio estimate, read from its point estimate alone.
+pub(crate) fn h3_point_label(e: &Estimate) -> String {
     if e.est >= H3_MAX_RATIO {
         "framework-cost-dominated".into()
     } else if e.est < H3_IMPLEMENTATION_RATIO {
         "implementation-cost-dominated".into()
     } else {
         format!("mixed (ratio between {H3_IMPLEMENTATION_RATIO} and {H3_MAX_RATIO})")
+    }
+}
+
+/// Whether the whole interval of the ratio lies in one of SC3's three label ranges.
+pub(crate) fn h3_label_decided(e: &Estimate) -> bool {
+    e.lo.zip(e.hi).is_some_and(|(lo, hi)| {
+        lo >= H3_MAX_RATIO
+            || hi < H3_IMPLEMENTATION_RATIO
+            || (lo >= H3_IMPLEMENTATION_RATIO && hi < H3_MAX_RATIO)
+    })
+}
+
+/// The H3/SC3 label column: the label when the whole interval lies in its range, else
+/// `undecided (point estimate: …)`, as H4 says "additivity undecided" (a label read from a
+/// point estimate alone would state what the CI does not).
+pub(crate) fn h3_label(e: &Estimate) -> String {
+    let point = h3_point_label(e);
+    if h3_label_decided(e) {
+        point
+    } else {
+        format!("undecided (point estimate: {point})")
+    }
+}
+
+/// The H5/H6 label column: how the tax changes along the lengths, qualified as undecided when the
+/// interval of the mean change includes 0.
+pub(crate) fn change_label(e: &Estimate) -> String {
+    let point = match e.est {
+        x if x > 0.0 => format!("grows by {:.1} pp", x * 100.0),
+        x => format!("shrinks by {:.1} pp", -x * 100.0),
+    };
+    match (e.lo, e.hi) {
+        (Some(lo), Some(hi)) if lo > 0.0 || hi < 0.0 => point,
+        _ => format!("undecided (point estimate: {point})"),
     }
 }
 
@@ -245,6 +300,7 @@ fn h3(ctx: &Ctx) -> Verdict {
                 }
                 _ => format!("ratio {} straddles {H3_MAX_RATIO} at {cell}", num(&e)),
             };
+            let reason = format!("{reason}{}", h3_layout_note(ctx, &cell));
             d.finish(Some(e), v, reason, Some(h3_label(&e)))
         }
     }
@@ -427,7 +483,7 @@ fn directional(ctx: &Ctx, d: Draft, metric: Metric, vary_input: bool, what: &str
     );
     if !non_monotone.is_empty() {
         reason.push_str(&format!(
-            "; not monotone at {fixed_name} length {}",
+            "; the point estimate falls between neighbouring {what} lengths at {fixed_name} length {}",
             non_monotone
                 .iter()
                 .map(u32::to_string)
@@ -435,10 +491,7 @@ fn directional(ctx: &Ctx, d: Draft, metric: Metric, vary_input: bool, what: &str
                 .join(", ")
         ));
     }
-    let label = Some(match e.est {
-        x if x > 0.0 => format!("grows by {:.1} pp", x * 100.0),
-        x => format!("shrinks by {:.1} pp", -x * 100.0),
-    });
+    let label = Some(change_label(&e));
     d.finish(Some(e), v, reason, label)
 }
 
@@ -462,4 +515,68 @@ fn h6(ctx: &Ctx) -> Verdict {
         threshold: "tax(longest output) - tax(shortest output) > 0, monotone".into(),
     };
     directional(ctx, d, Metric::TpotP90, false, "output")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(est: f64, lo: f64, hi: f64) -> Estimate {
+        Estimate {
+            est,
+            lo: Some(lo),
+            hi: Some(hi),
+        }
+    }
+
+    /// The label column states only what the interval decides: the H200 archive's H3 ratio
+    /// 0.10 [-2.59, 2.49] spans all three of SC3's ranges (< 0.3, 0.3-0.5, >= 0.5), so its label
+    /// is undecided; a ratio whose whole interval lies in one range keeps that range's name.
+    #[test]
+    fn an_h3_label_names_a_range_only_when_the_interval_lies_in_it() {
+        assert_eq!(
+            h3_label(&e(0.10, -2.59, 2.49)),
+            "undecided (point estimate: implementation-cost-dominated)"
+        );
+        assert_eq!(
+            h3_label(&e(0.10, 0.02, 0.20)),
+            "implementation-cost-dominated"
+        );
+        assert_eq!(h3_label(&e(0.7, 0.55, 0.9)), "framework-cost-dominated");
+        assert_eq!(
+            h3_label(&e(0.4, 0.35, 0.45)),
+            "mixed (ratio between 0.3 and 0.5)"
+        );
+        // At a boundary: 0.5 is framework (>=), 0.3 is no longer implementation (<).
+        assert_eq!(h3_label(&e(0.6, 0.5, 0.8)), "framework-cost-dominated");
+        assert_eq!(
+            h3_label(&e(0.2, 0.1, 0.3)),
+            "undecided (point estimate: implementation-cost-dominated)"
+        );
+        assert_eq!(
+            h3_point_label(&e(0.2, 0.1, 0.3)),
+            "implementation-cost-dominated"
+        );
+    }
+
+    /// H5/H6: the archive's H5 mean change -1.0 pp [-13.4, +10.6] includes 0, so the label does
+    /// not say the tax shrinks; an interval on one side of 0 does.
+    #[test]
+    fn a_change_label_is_undecided_when_its_interval_includes_zero() {
+        assert_eq!(
+            change_label(&e(-0.010, -0.134, 0.106)),
+            "undecided (point estimate: shrinks by 1.0 pp)"
+        );
+        assert_eq!(change_label(&e(0.05, 0.01, 0.09)), "grows by 5.0 pp");
+        assert_eq!(change_label(&e(-0.05, -0.09, -0.01)), "shrinks by 5.0 pp");
+        let no_ci = Estimate {
+            est: 0.05,
+            lo: None,
+            hi: None,
+        };
+        assert_eq!(
+            change_label(&no_ci),
+            "undecided (point estimate: grows by 5.0 pp)"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! What of the seed design's plan a dataset measured: the Phase A rate ladder and shape, the
-//! Phase B shape grid and the configs it ran for, and Phase B' when ref_load differs from the
-//! rate Phase B ran at (ref_safe, or the profile's `phase_b.rate_override`). The
+//! Phase B shape grid and the configs it ran for, Phase B' when ref_load differs from the
+//! rate Phase B ran at (ref_safe, or the profile's `phase_b.rate_override`), and the requests a
+//! launch's cell measured against the seed's `min_completed`. The
 //! plan is `launch/profiles/seed.toml`, compiled in, so the report and `ctax run --profile seed`
 //! read the same numbers. Each gap is one line of the report's Degradation list: a verdict or a
 //! figure built on part of the plan says which part is missing.
@@ -27,17 +28,20 @@ struct SeedPlan {
 struct SeedA {
     rates: Vec<f64>,
     shape: (u32, u32),
+    min_completed: u64,
 }
 
 #[derive(Debug, Deserialize)]
 struct SeedB {
     shapes: Vec<(u32, u32)>,
+    min_completed: u64,
 }
 
 #[derive(Debug, Deserialize)]
 struct SeedBp {
     configs: Vec<String>,
     shapes: Vec<(u32, u32)>,
+    min_completed: u64,
 }
 
 fn seed_plan() -> SeedPlan {
@@ -198,7 +202,45 @@ pub(super) fn gaps(r: &AnalysisResult) -> Vec<String> {
             out.extend(bp_gaps(r, &seed.phase_bp, load));
         }
     }
+    out.extend(sample_size_gap(r, &seed));
     out
+}
+
+/// One line when some launch's complete cell measured fewer requests than the seed's
+/// `min_completed` for its phase: per phase, the range over the launch-cells (`per_launch`).
+fn sample_size_gap(r: &AnalysisResult, seed: &SeedPlan) -> Option<String> {
+    let phases = [
+        (Phase::A, seed.phase_a.min_completed),
+        (Phase::B, seed.phase_b.min_completed),
+        (Phase::Bp, seed.phase_bp.min_completed),
+    ];
+    let parts: Vec<String> = phases
+        .into_iter()
+        .filter_map(|(phase, min)| {
+            let n: Vec<u64> = r
+                .summary
+                .per_launch
+                .iter()
+                .filter(|c| c.complete && c.key.phase == phase)
+                .map(|c| c.counts.measured_ok)
+                .collect();
+            let (lo, hi) = (*n.iter().min()?, *n.iter().max()?);
+            let range = if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            };
+            (lo < min).then(|| format!("Phase {} {range} (the seed: {min})", phase.label()))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "A launch's cell measured fewer requests than the seed's minimum completed per cell \
+             ({}; measured requests ok per launch-cell): each launch's p90 rests on that many, its \
+             request-level CI widens with it, and a cell's tax pools its launches.",
+            parts.join(", ")
+        )
+    })
 }
 
 /// Where Phase B' ran: the seed's B' configs with Phase A data but no B' cell (those that
@@ -274,6 +316,14 @@ mod tests {
         let s = seed_plan();
         assert_eq!(s.phase_a.rates, vec![0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0]);
         assert_eq!(s.phase_a.shape, (4096, 256));
+        assert_eq!(
+            (
+                s.phase_a.min_completed,
+                s.phase_b.min_completed,
+                s.phase_bp.min_completed
+            ),
+            (200, 200, 200)
+        );
         let mut grid = Vec::new();
         for i in [512, 4096, 32768] {
             for o in [64, 256, 1024] {
