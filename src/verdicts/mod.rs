@@ -497,6 +497,69 @@ mod tests {
         };
         assert_eq!(pp(&no_ci), "-6.9 pp (no CI)");
     }
+
+    /// The label column states only what the interval decides: the H200 archive's H3 ratio
+    /// 0.10 [-2.59, 2.49] spans all three of SC3's ranges (< 0.3, 0.3-0.5, >= 0.5), so its label
+    /// is undecided; a ratio whose whole interval lies in one range keeps that range's name.
+    #[test]
+    fn an_h3_label_names_a_range_only_when_the_interval_lies_in_it() {
+        assert_eq!(
+            hypotheses::h3_label(&e(0.10, -2.59, 2.49)),
+            "undecided (point estimate: implementation-cost-dominated)"
+        );
+        assert_eq!(
+            hypotheses::h3_label(&e(0.10, 0.02, 0.20)),
+            "implementation-cost-dominated"
+        );
+        assert_eq!(
+            hypotheses::h3_label(&e(0.7, 0.55, 0.9)),
+            "framework-cost-dominated"
+        );
+        assert_eq!(
+            hypotheses::h3_label(&e(0.4, 0.35, 0.45)),
+            "mixed (ratio between 0.3 and 0.5)"
+        );
+        // At a boundary: 0.5 is framework (>=), 0.3 is no longer implementation (<).
+        assert_eq!(
+            hypotheses::h3_label(&e(0.6, 0.5, 0.8)),
+            "framework-cost-dominated"
+        );
+        assert_eq!(
+            hypotheses::h3_label(&e(0.2, 0.1, 0.3)),
+            "undecided (point estimate: implementation-cost-dominated)"
+        );
+        assert_eq!(
+            hypotheses::h3_point_label(&e(0.2, 0.1, 0.3)),
+            "implementation-cost-dominated"
+        );
+    }
+
+    /// H5/H6: the archive's H5 mean change -1.0 pp [-13.4, +10.6] includes 0, so the label does
+    /// not say the tax shrinks; an interval on one side of 0 does.
+    #[test]
+    fn a_change_label_is_undecided_when_its_interval_includes_zero() {
+        assert_eq!(
+            hypotheses::change_label(&e(-0.010, -0.134, 0.106)),
+            "undecided (point estimate: shrinks by 1.0 pp)"
+        );
+        assert_eq!(
+            hypotheses::change_label(&e(0.05, 0.01, 0.09)),
+            "grows by 5.0 pp"
+        );
+        assert_eq!(
+            hypotheses::change_label(&e(-0.05, -0.09, -0.01)),
+            "shrinks by 5.0 pp"
+        );
+        let no_ci = Estimate {
+            est: 0.05,
+            lo: None,
+            hi: None,
+        };
+        assert_eq!(
+            hypotheses::change_label(&no_ci),
+            "undecided (point estimate: grows by 5.0 pp)"
+        );
+    }
 }
 
 #[cfg(test)]
