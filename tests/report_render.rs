@@ -1015,7 +1015,8 @@ fn per_launch_rows_follow_the_pooled_cell() {
 /// 1, mooncake_both (a 20% TTFT tax) on 1, 2, 1, so its launch on machine 2 has no plain beside
 /// it; Phase B repeats the ref_safe cell (4096/256 at 2 req/s). The Machines table lists every
 /// machine and which lack plain, the Launches column names the launch left out, a warning says
-/// so, and the same-cell table shows both phases' taxes.
+/// so, the same-cell table shows both phases' taxes, and the ref_safe tax, detected on machine
+/// 1 alone, is marked as resting on one machine and listed under the Taxes tables.
 #[test]
 fn machines_and_the_same_cell_are_reported() {
     use connector_tax::synth::{SynthConfig, SynthSpec};
@@ -1137,6 +1138,58 @@ fn machines_and_the_same_cell_are_reported() {
     let html = out.html();
     assert!(html.contains("id=\"taxes-machines\"") && html.contains("href=\"#taxes-machines\""));
     assert!(html.contains("id=\"taxes-same-cell\""));
+    // The 20% TTFT tax at ref_safe is detected on machine 1 alone, the only machine
+    // mooncake_both shared with plain in a dataset of three: the table marks it and the list
+    // under the Taxes tables names the machine, in both formats.
+    let ref_row = md
+        .lines()
+        .find(|l| l.starts_with("| mooncake_both | 3; l1 left out"))
+        .unwrap();
+    assert!(
+        ref_row.contains("] (rests on one machine) |"),
+        "ref_safe TTFT cell: {ref_row}"
+    );
+    assert!(md.contains("**Detected taxes that one machine carries**"));
+    let listed: Vec<&str> = md
+        .lines()
+        .filter(|l| {
+            l.starts_with("- mooncake_both, Phase A at ref_safe (2 req/s, 4096/256), TTFT p90 +")
+        })
+        .collect();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0].ends_with(": on one machine only (boot synth-machine-1)"),
+        "{listed:?}"
+    );
+    assert!(html.contains("id=\"taxes-one-machine\""));
+    assert!(
+        html.contains("<li>mooncake_both, Phase A at ref_safe (2 req/s, 4096/256), TTFT p90 +")
+    );
+}
+
+/// The demo's detected taxes (mooncake_both's 40% TTFT tax among them) were all made on one
+/// machine: a dataset from one host marks none of them as resting on it.
+#[test]
+fn a_dataset_made_on_one_machine_marks_no_tax_as_resting_on_it() {
+    let demo = common::demo();
+    assert!(
+        demo.analysis.summary.taxes.iter().any(|t| t
+            .ttft_p90
+            .as_ref()
+            .is_some_and(|v| v.detection == connector_tax::analysis::model::Detection::Tax)),
+        "the demo detects a tax"
+    );
+    assert!(
+        demo.analysis
+            .summary
+            .taxes
+            .iter()
+            .all(|t| t.one_machine.is_empty())
+    );
+    let md = render(&demo).md();
+    assert!(!md.contains("### Machines"), "the demo ran on more than one machine");
+    assert!(!md.contains("(rests on one machine)"));
+    assert!(!md.contains("Detected taxes that one machine carries"));
 }
 
 /// Plain and mooncake_both, one launch each on each of two machines, plain first on both

@@ -26,7 +26,8 @@ use ctax_schema::{Phase, ReferenceRates};
 use super::cells::rep_key;
 use super::launch_noise::{NoiseModel, detection_without_noise};
 use super::model::{
-    AaTax, CellKey, CellStats, Detection, Estimate, Tax, TaxContext, TaxValue, config_order,
+    AaTax, CellKey, CellStats, Detection, Estimate, OneMachine, Tax, TaxContext, TaxValue,
+    config_order,
 };
 use super::replicates::{Replicator, Reps, combine2, combine3};
 use super::same_cell::CellAt;
@@ -401,12 +402,30 @@ impl<'a> TaxEngine<'a> {
         // One set of step statistics for the step tax and for step − callbacks.
         let x_step = self.launch_stats(config, phase, cell, Metric::StepP50);
         let p_step = self.launch_stats(BASELINE, phase, cell, Metric::StepP50);
-        let step = paired(&x_step, &p_step, |v| v).compared();
+        let step_value = paired(&x_step, &p_step, |v| v)
+            .compared()
+            .map(|(e, r)| self.value(e, &r, "us", &[Metric::StepP50]));
+        let ttft_value = rel(ttft, Metric::TtftP90);
+        let tpot_value = rel(tpot, Metric::TpotP90);
         let cb = self.stat(config, phase, cell, Metric::CallbackP50);
         let both = [Metric::StepP50, Metric::CallbackP50];
         let rest = self
             .step_minus_callbacks(config, phase, cell, x_step, &p_step)
             .map(|(e, r)| self.value(e, &r, "us", &both));
+        let one_machine = [
+            (
+                Metric::TtftP90,
+                ttft_value.as_ref(),
+                f64::ln as fn(f64) -> f64,
+            ),
+            (Metric::TpotP90, tpot_value.as_ref(), f64::ln),
+            (Metric::StepP50, step_value.as_ref(), |v| v),
+        ]
+        .into_iter()
+        .flat_map(|(m, v, f)| {
+            v.map_or_else(Vec::new, |v| self.one_machine(config, phase, cell, m, f, v))
+        })
+        .collect();
         Some(Tax {
             config: config.to_owned(),
             context,
@@ -415,15 +434,14 @@ impl<'a> TaxEngine<'a> {
             rate: st.rate,
             input_len: st.input_len,
             output_len: st.output_len,
-            ttft_p90: rel(ttft, Metric::TtftP90),
-            tpot_p90: rel(tpot, Metric::TpotP90),
-            step_p50_us: step
-                .as_ref()
-                .map(|(e, r)| self.value(*e, r, "us", &[Metric::StepP50])),
+            ttft_p90: ttft_value,
+            tpot_p90: tpot_value,
+            step_p50_us: step_value,
             callback_p50_us: cb
                 .as_ref()
                 .map(|(e, r)| self.value(*e, r, "us", &[Metric::CallbackP50])),
             step_minus_callback_us: rest,
+            one_machine,
             machines: pairing.machines,
             unpaired_launches: pairing.unpaired,
             paired_launches: pairing.a_used,
@@ -433,6 +451,62 @@ impl<'a> TaxEngine<'a> {
                 .flat_map(|c| self.not_whole(c, phase, cell))
                 .collect(),
         })
+    }
+
+    /// Whether one machine carries the detected tax `v` of `m` (`f` as the tax's comparison:
+    /// `ln` for a relative tax, identity for µs): detected on the only machine `config` shared
+    /// with plain while the dataset holds launches of other machines, or, leaving each shared
+    /// machine's launches (of both) out in turn, no longer detected as it was on the others.
+    /// Empty when `v` is not detected, and in a dataset made on one machine.
+    fn one_machine(
+        &self,
+        config: &str,
+        phase: Phase,
+        cell: &str,
+        m: Metric,
+        f: fn(f64) -> f64,
+        v: &TaxValue,
+    ) -> Vec<OneMachine> {
+        if !matches!(v.detection, Detection::Tax | Detection::Negative) {
+            return Vec::new();
+        }
+        let x = self.launch_stats(config, phase, cell, m);
+        let p = self.launch_stats(BASELINE, phase, cell, m);
+        let all = paired(&x, &p, f);
+        if let [only] = all.machines.as_slice() {
+            // A dataset made on one machine (a user's own host) has every tax there: nothing
+            // to set apart. Only where other machines ran launches is one machine a caveat.
+            let in_data: std::collections::BTreeSet<&str> = self
+                .samples
+                .values()
+                .flat_map(|c| c.launches.iter().map(|l| l.machine.as_str()))
+                .collect();
+            if in_data.len() < 2 {
+                return Vec::new();
+            }
+            return vec![OneMachine {
+                metric: m.label().to_owned(),
+                machine: only.clone(),
+                without: None,
+            }];
+        }
+        let relative = m != Metric::StepP50;
+        without_each_machine(&x, &p, f)
+            .into_iter()
+            .filter_map(|(gone, rest)| {
+                let (e, r) = if relative {
+                    (!rest.machines.is_empty()).then(|| rest.relative())?
+                } else {
+                    rest.compared()?
+                };
+                let without = self.value(e, &r, if relative { "fraction" } else { "us" }, &[m]);
+                (without.detection != v.detection).then(|| OneMachine {
+                    metric: m.label().to_owned(),
+                    machine: gone,
+                    without: Some(without),
+                })
+            })
+            .collect()
     }
 
     /// `config`'s launches whose data in the cell is not whole, as `config lN`: what
@@ -663,6 +737,7 @@ pub(crate) fn block_by_place(launches: &mut [(&mut LaunchStat, u32)]) -> BTreeMa
 
 /// One launch's estimate of one statistic in one cell, with replicates that carry the launch
 /// noise: the unit the within-machine comparisons are made of.
+#[derive(Clone)]
 pub(crate) struct LaunchStat {
     pub launch: u32,
     pub machine: String,
@@ -783,6 +858,30 @@ pub(crate) fn paired(a: &[LaunchStat], b: &[LaunchStat], f: impl Fn(f64) -> f64)
     }
 }
 
+/// [`paired`] of `a` against `b` once without each machine they share (the launches of both
+/// there left out): `(machine left out, comparison on the rest)`, in the machines' order. Empty
+/// when they share fewer than two machines (nothing would be left).
+pub(crate) fn without_each_machine(
+    a: &[LaunchStat],
+    b: &[LaunchStat],
+    f: impl Fn(f64) -> f64 + Copy,
+) -> Vec<(String, Paired)> {
+    let shared = paired(a, b, f).machines;
+    if shared.len() < 2 {
+        return Vec::new();
+    }
+    shared
+        .into_iter()
+        .map(|gone| {
+            let keep = |set: &[LaunchStat]| -> Vec<LaunchStat> {
+                set.iter().filter(|l| l.machine != gone).cloned().collect()
+            };
+            let rest = paired(&keep(a), &keep(b), f);
+            (gone, rest)
+        })
+        .collect()
+}
+
 /// Whether the CI excludes zero. A CI that does not contain its own estimate (e.g. from a
 /// handful of resamples) is no evidence either way: `Unknown`, never a detected tax.
 pub fn detection(e: &Estimate) -> Detection {
@@ -828,6 +927,48 @@ mod tests {
             est,
             reps: std::sync::Arc::new(reps.to_vec()),
         }
+    }
+
+    /// Three machines, m1 with two launches of `a` against one of `b`, m2 and m3 one against
+    /// one; log differences by hand: m1 (ln 3 + ln 3)/2 − ln 1 = 1.0986, m2 ln 1.1 − ln 1 =
+    /// 0.0953, m3 ln 1.2 − ln 1 = 0.1823, weights 2·1/3 = 2/3, 1/2, 1/2. Without m1 the
+    /// weighted mean is (0.0953 + 0.1823)/2 = 0.1388; without m2, (2/3·1.0986 +
+    /// 1/2·0.1823)/(7/6) = 0.7059; without m3, (2/3·1.0986 + 1/2·0.0953)/(7/6) = 0.6686. A
+    /// launch of `a` on a fourth machine without `b` stays unpaired in every comparison, and
+    /// the replicate arithmetic is the estimate's.
+    #[test]
+    fn without_each_machine_leaves_one_shared_machine_out_at_a_time() {
+        let a = [
+            ls(0, "m1", 3.0, &[3.0, 3.0]),
+            ls(1, "m1", 3.0, &[3.0, 3.0]),
+            ls(2, "m2", 1.1, &[1.1, 1.1]),
+            ls(3, "m3", 1.2, &[1.2, 1.2]),
+            ls(4, "m4", 9.0, &[9.0, 9.0]),
+        ];
+        let b = [
+            ls(0, "m1", 1.0, &[1.0, 1.0]),
+            ls(1, "m2", 1.0, &[1.0, 1.0]),
+            ls(2, "m3", 1.0, &[1.0, 1.0]),
+        ];
+        let out = without_each_machine(&a, &b, f64::ln);
+        let gone: Vec<&str> = out.iter().map(|(g, _)| g.as_str()).collect();
+        assert_eq!(gone, ["m1", "m2", "m3"]);
+        for ((g, p), want) in out.iter().zip([0.1388, 0.7059, 0.6686]) {
+            assert!(
+                (p.est - want).abs() < 1e-4,
+                "without {g}: {} vs {want}",
+                p.est
+            );
+            assert!(
+                p.reps.iter().all(|r| (r - p.est).abs() < 1e-12),
+                "without {g}"
+            );
+            assert!(!p.machines.contains(g), "without {g}: {:?}", p.machines);
+            assert_eq!(p.machines.len(), 2);
+            assert_eq!(p.unpaired, [4]);
+        }
+        // One shared machine: nothing is left without it.
+        assert!(without_each_machine(&a[..2], &b[..1], f64::ln).is_empty());
     }
 
     /// The eighteenth stretch's machine: mooncake_both l5 and plain l7 ran the 2 req/s cell

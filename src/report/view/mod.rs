@@ -55,6 +55,8 @@ pub(crate) struct ReportView {
     pub ref_taxes: Vec<RefTaxRow>,
     /// Shape taxes (Phase B and B').
     pub shape_taxes: Vec<ShapeTaxRow>,
+    /// Detected taxes that one machine carries (leave one machine out), one line each.
+    pub one_machine: Vec<String>,
     /// Taxes of a cell both Phase A and Phase B measured (a replication check).
     pub same_cell: Vec<taxes::SameCellView>,
     /// The saturation criteria's thresholds, as the Cells section's legend prints them.
@@ -103,6 +105,7 @@ impl ReportView {
             ref_shape: taxes::ref_shape_text(r),
             ref_taxes: taxes::ref_tax_rows(r),
             shape_taxes: taxes::shape_tax_rows(r),
+            one_machine: taxes::one_machine_lines(r),
             same_cell: taxes::same_cell_rows(r),
             saturation_rules: SaturationRules::new(),
             cell_groups: cells::cell_groups(r),

@@ -1,7 +1,9 @@
 //! The Taxes section: taxes at the reference rates (one row per config) and across the Phase B
 //! / B' shapes, each with its CI and whether the CI excludes 0.
 
-use crate::analysis::model::{AaHalvesInTime, AnalysisResult, Detection, TaxContext, TaxValue};
+use crate::analysis::model::{
+    AaHalvesInTime, AnalysisResult, Detection, Tax, TaxContext, TaxValue,
+};
 use crate::report::fmt;
 use ctax_schema::Phase;
 
@@ -317,6 +319,72 @@ fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
     }
 }
 
+/// [`tax_cell`] of `t`'s tax of `metric` (as [`crate::analysis::model::OneMachine::metric`]
+/// names it), marked `(rests on one machine)` when one machine carries it.
+fn tax_cell_of(t: Option<&Tax>, metric: &str, v: impl Fn(&Tax) -> Option<&TaxValue>) -> TaxCell {
+    let mut cell = tax_cell(t.and_then(&v));
+    if t.is_some_and(|t| t.one_machine.iter().any(|o| o.metric == metric)) {
+        cell.text.push_str(" (rests on one machine)");
+    }
+    cell
+}
+
+/// One line per detected tax that one machine carries ([`Tax::one_machine`]): the tax, then
+/// the machine it is on alone, or the tax without each machine that carries it. A Phase A cell
+/// that is both ref_safe and ref_load is listed once.
+pub(super) fn one_machine_lines(r: &AnalysisResult) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut taxes: Vec<&Tax> = r
+        .summary
+        .taxes
+        .iter()
+        .filter(|t| !t.one_machine.is_empty())
+        .filter(|t| seen.insert((t.config.clone(), t.phase, t.cell.clone())))
+        .collect();
+    taxes.sort_by_key(|t| (crate::report::config_rank(&t.config), t.context));
+    let mut out = Vec::new();
+    for t in taxes {
+        let mut metrics: Vec<&str> = t.one_machine.iter().map(|o| o.metric.as_str()).collect();
+        metrics.dedup();
+        for metric in metrics {
+            let value = match metric {
+                "TTFT p90" => t.ttft_p90.as_ref(),
+                "TPOT p90" => t.tpot_p90.as_ref(),
+                _ => t.step_p50_us.as_ref(),
+            };
+            let Some(value) = value else { continue };
+            let context = match t.context {
+                TaxContext::RefSafe => "Phase A at ref_safe",
+                TaxContext::RefLoad => "Phase A at ref_load",
+                TaxContext::ShapeB => "Phase B",
+                TaxContext::ShapeBp => "Phase B'",
+            };
+            let carried: Vec<String> = t
+                .one_machine
+                .iter()
+                .filter(|o| o.metric == metric)
+                .map(|o| match &o.without {
+                    None => format!("on one machine only ({})", o.machine),
+                    Some(w) => {
+                        let c = tax_cell(Some(w));
+                        format!("without {}: {}{}", o.machine, c.text, c.mark)
+                    }
+                })
+                .collect();
+            out.push(format!(
+                "{}, {context} ({} req/s, {}/{}), {metric} {}: {}",
+                t.config,
+                fmt::rate(t.rate),
+                t.input_len,
+                t.output_len,
+                fmt::estimate(&value.value, &value.unit),
+                carried.join("; ")
+            ));
+        }
+    }
+    out
+}
+
 pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
     let find = |c: &str, k: TaxContext| {
         r.summary
@@ -338,19 +406,19 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
         .map(|c| {
             let safe = find(&c, TaxContext::RefSafe);
             let load = find(&c, TaxContext::RefLoad);
-            let at_load = |v: Option<&TaxValue>| {
-                let mut cell = tax_cell(v);
-                if v.is_some() && load.is_some_and(|t| saturated_there(r, t)) {
+            let at_load = |metric: &str, v: fn(&Tax) -> Option<&TaxValue>| {
+                let mut cell = tax_cell_of(load, metric, v);
+                if load.and_then(v).is_some() && load.is_some_and(|t| saturated_there(r, t)) {
                     cell.text.push_str(" (saturated)");
                 }
                 cell
             };
             RefTaxRow {
-                ttft_safe: tax_cell(safe.and_then(|t| t.ttft_p90.as_ref())),
-                ttft_load: at_load(load.and_then(|t| t.ttft_p90.as_ref())),
-                tpot_safe: tax_cell(safe.and_then(|t| t.tpot_p90.as_ref())),
-                tpot_load: at_load(load.and_then(|t| t.tpot_p90.as_ref())),
-                step: tax_cell(safe.and_then(|t| t.step_p50_us.as_ref())),
+                ttft_safe: tax_cell_of(safe, "TTFT p90", |t| t.ttft_p90.as_ref()),
+                ttft_load: at_load("TTFT p90", |t| t.ttft_p90.as_ref()),
+                tpot_safe: tax_cell_of(safe, "TPOT p90", |t| t.tpot_p90.as_ref()),
+                tpot_load: at_load("TPOT p90", |t| t.tpot_p90.as_ref()),
+                step: tax_cell_of(safe, "step p50", |t| t.step_p50_us.as_ref()),
                 callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
                 unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
                 engine: engine_of(r, &c),
@@ -451,9 +519,9 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
                 fmt::launches_on(t.paired_launches.len(), t.machines.len()),
                 &t.not_whole,
             ),
-            ttft: tax_cell(t.ttft_p90.as_ref()),
-            tpot: tax_cell(t.tpot_p90.as_ref()),
-            step: tax_cell(t.step_p50_us.as_ref()),
+            ttft: tax_cell_of(Some(t), "TTFT p90", |t| t.ttft_p90.as_ref()),
+            tpot: tax_cell_of(Some(t), "TPOT p90", |t| t.tpot_p90.as_ref()),
+            step: tax_cell_of(Some(t), "step p50", |t| t.step_p50_us.as_ref()),
         })
         .collect()
 }
