@@ -1187,7 +1187,10 @@ fn a_dataset_made_on_one_machine_marks_no_tax_as_resting_on_it() {
             .all(|t| t.one_machine.is_empty())
     );
     let md = render(&demo).md();
-    assert!(!md.contains("### Machines"), "the demo ran on more than one machine");
+    assert!(
+        !md.contains("### Machines"),
+        "the demo ran on more than one machine"
+    );
     assert!(!md.contains("(rests on one machine)"));
     assert!(!md.contains("Detected taxes that one machine carries"));
 }
