@@ -407,6 +407,35 @@ pub(crate) fn screen_flip_warnings(flips: &[ScreenFlip]) -> Vec<String> {
         .collect()
 }
 
+/// The cells of `phase` whose `metric` (a [`METRICS`] name) carries the pool over every cell:
+/// pooled cells with data for it and no noise of their own ([`LaunchNoiseSummary::cells`]),
+/// sorted. What a warning about the pool is about.
+pub(crate) fn cells_on_the_pool(
+    summary: &LaunchNoiseSummary,
+    cells: &[CellStats],
+    phase: Phase,
+    metric: &str,
+) -> Vec<String> {
+    let Some(m) = METRICS.iter().find(|(_, n)| *n == metric).map(|(m, _)| *m) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = cells
+        .iter()
+        .filter(|c| c.launch.is_none() && c.key.phase == phase && m.point(c).is_some())
+        .filter(|c| {
+            summary
+                .cells
+                .get(&cell_tag(phase, &c.key.cell))
+                .and_then(|own| own.get(metric))
+                .is_none()
+        })
+        .map(|c| c.key.cell.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// `A/r2_i4096_o256`: how the summary names a cell's own noise.
 pub(crate) fn cell_tag(phase: Phase, cell: &str) -> String {
     format!("{phase}/{cell}")
@@ -934,6 +963,61 @@ mod tests {
             "{w:?}"
         );
         assert!(screen_flip_warnings(&[]).is_empty());
+    }
+
+    /// plain and mooncake_both, two launches each on one machine, Phase A at 1, 2 and 4 req/s
+    /// and Phase B at two shapes: 2 contrasts per cell, so no cell has noise of its own and
+    /// every cell of a phase carries the pool, Phase A's three and Phase B's two, each listed
+    /// once (the per-launch rows are not cells). A cell given noise of its own drops out of the
+    /// list; a metric the report does not know lists nothing.
+    #[test]
+    fn the_cells_on_the_pool_are_those_without_noise_of_their_own() {
+        use crate::synth::{SynthConfig, SynthSpec};
+        let spec = SynthSpec {
+            configs: vec![
+                SynthConfig::new("plain", 1.0, 1.0),
+                SynthConfig::new("mooncake_both", 1.2, 1.0),
+            ],
+            launches: 2,
+            phase_a_rates: vec![1.0, 2.0, 4.0],
+            phase_b_shapes: vec![(512, 64), (4096, 256)],
+            phase_b_rate: 2.0,
+            requests_per_cell: 120,
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        crate::synth::generate(&spec, dir.path()).unwrap();
+        let ds = crate::ingest::load(dir.path()).unwrap();
+        let opts = crate::analysis::AnalyzeOptions {
+            skip_itl: true,
+            ..Default::default()
+        };
+        let (r, _) = crate::pipeline::evaluate(&ds, &opts).unwrap();
+        let mut noise = r.summary.launch_noise.clone();
+        assert!(noise.cells.is_empty(), "{:?}", noise.cells);
+        let cells = &r.summary.cells;
+        assert_eq!(
+            cells_on_the_pool(&noise, cells, Phase::A, "ttft_p90"),
+            ["r1_i4096_o256", "r2_i4096_o256", "r4_i4096_o256"]
+        );
+        assert_eq!(
+            cells_on_the_pool(&noise, cells, Phase::B, "tpot_p90"),
+            ["r2_i4096_o256", "r2_i512_o64"]
+        );
+        noise.cells.insert(
+            cell_tag(Phase::A, "r2_i4096_o256"),
+            [("ttft_p90".to_owned(), pv(0.01, 4))].into_iter().collect(),
+        );
+        assert_eq!(
+            cells_on_the_pool(&noise, cells, Phase::A, "ttft_p90"),
+            ["r1_i4096_o256", "r4_i4096_o256"]
+        );
+        // Its other metrics still carry the pool there.
+        assert_eq!(
+            cells_on_the_pool(&noise, cells, Phase::A, "tpot_p90").len(),
+            3
+        );
+        assert!(cells_on_the_pool(&noise, cells, Phase::A, "e2e_p90").is_empty());
     }
 
     /// By hand: phases A (0.0016, df 5) and B (0.0118, df 1): pool (5·0.0016 + 0.0118)/6 =

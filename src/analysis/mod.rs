@@ -255,16 +255,32 @@ pub(crate) fn analyze_leaving_out(
     ));
     for n in launch_noise.noisier_phases() {
         // The pool is the df-weighted mean of the phases' variances: below the noisier
-        // phase's own, whichever phase has more df.
-        let hyp = if n.phase == Phase::B {
+        // phase's own, whichever phase has more df. Only the phase's cells without noise of
+        // their own carry it: none, no warning.
+        let on_pool = launch_noise::cells_on_the_pool(&launch_noise, &cells, n.phase, &n.metric);
+        if on_pool.is_empty() {
+            continue;
+        }
+        let taxed: Vec<&str> = on_pool
+            .iter()
+            .filter(|c| tax_list.iter().any(|t| t.phase == n.phase && &t.cell == *c))
+            .map(String::as_str)
+            .collect();
+        let read = if taxed.is_empty() {
+            "no tax is read in them".to_owned()
+        } else {
+            format!("taxes are read in {}", taxed.join(", "))
+        };
+        let hyp = if n.phase == Phase::B && !taxed.is_empty() {
             " (and H5/H6, which read Phase B)"
         } else {
             ""
         };
         warnings.push(format!(
-            "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own carry the pool over every phase (±{:.1}%), below its own spread, so their CIs{hyp} may be too narrow",
+            "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own ({}; {read}) carry the pool over every phase (±{:.1}%), below its own spread, so their CIs{hyp} may be too narrow",
             n.phase.label(),
             n.spread(),
+            on_pool.join(", "),
             launch_noise
                 .metrics
                 .get(&n.metric)

@@ -55,7 +55,7 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     note_mixed_places(&mut v, &s.mixed_places, |id| {
         hypotheses::configs_in(&ctx, id)
     });
-    note_noisier_phases(&mut v, &s.launch_noise);
+    note_noisier_phases(&mut v, s);
     note_launch_order(&mut v, &s.machines.order, |id| {
         hypotheses::configs_in(&ctx, id)
     });
@@ -90,12 +90,20 @@ fn note_launch_order(
 }
 
 /// A verdict on Phase B (H5: TTFT p90, H6: TPOT p90, SC5: both) whose phase's launches spread
-/// more than the pool its cells carry says so: its CI may be too narrow.
-fn note_noisier_phases(
-    v: &mut Verdicts,
-    noise: &crate::analysis::launch_noise::LaunchNoiseSummary,
-) {
-    let noisier = noise.noisier_phases();
+/// more than the pool its cells carry says so: its CI may be too narrow. Only where some of the
+/// phase's tax cells carry the pool (a cell with noise of its own does not).
+fn note_noisier_phases(v: &mut Verdicts, s: &crate::analysis::model::AnalysisSummary) {
+    use crate::analysis::launch_noise::cells_on_the_pool;
+    let noise = &s.launch_noise;
+    let noisier: Vec<_> = noise
+        .noisier_phases()
+        .into_iter()
+        .filter(|n| {
+            cells_on_the_pool(noise, &s.cells, n.phase, &n.metric)
+                .iter()
+                .any(|c| s.taxes.iter().any(|t| t.phase == n.phase && &t.cell == c))
+        })
+        .collect();
     for x in testable_mut(v) {
         let phase = hypotheses::phase_of(&x.id);
         let metrics: &[&str] = match x.id.as_str() {
