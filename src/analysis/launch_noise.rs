@@ -409,13 +409,15 @@ pub(crate) fn screen_flip_warnings(flips: &[ScreenFlip]) -> Vec<String> {
 
 /// The cells of `phase` whose `metric` (a [`METRICS`] name) carries the pool over every cell:
 /// pooled cells with data for it and no noise of their own ([`LaunchNoiseSummary::cells`]),
-/// sorted. What a warning about the pool is about.
+/// sorted, each with whether a tax of that metric (one of `taxes` with a value for it) is read
+/// there. What a warning about the pool is about.
 pub(crate) fn cells_on_the_pool(
     summary: &LaunchNoiseSummary,
     cells: &[CellStats],
+    taxes: &[super::model::Tax],
     phase: Phase,
     metric: &str,
-) -> Vec<String> {
+) -> Vec<(String, bool)> {
     let Some(m) = METRICS.iter().find(|(_, n)| *n == metric).map(|(m, _)| *m) else {
         return Vec::new();
     };
@@ -433,7 +435,14 @@ pub(crate) fn cells_on_the_pool(
         .collect();
     out.sort();
     out.dedup();
-    out
+    out.into_iter()
+        .map(|cell| {
+            let taxed = taxes
+                .iter()
+                .any(|t| t.phase == phase && t.cell == cell && m.of_tax(t).is_some());
+            (cell, taxed)
+        })
+        .collect()
 }
 
 /// `A/r2_i4096_o256`: how the summary names a cell's own noise.
@@ -966,10 +975,12 @@ mod tests {
     }
 
     /// plain and mooncake_both, two launches each on one machine, Phase A at 1, 2 and 4 req/s
-    /// and Phase B at two shapes: 2 contrasts per cell, so no cell has noise of its own and
-    /// every cell of a phase carries the pool, Phase A's three and Phase B's two, each listed
-    /// once (the per-launch rows are not cells). A cell given noise of its own drops out of the
-    /// list; a metric the report does not know lists nothing.
+    /// (nothing saturates, so ref_safe = ref_load = 4, the highest rate) and Phase B at two
+    /// shapes: 2 contrasts per cell, so no cell has noise of its own and every cell of a phase
+    /// carries the pool, Phase A's three and Phase B's two, each listed once (the per-launch
+    /// rows are not cells); taxes are read at the reference rate and at every Phase B shape,
+    /// not at 1 or 2 req/s. A cell given noise of its own drops out of the list; a metric the
+    /// report does not know lists nothing.
     #[test]
     fn the_cells_on_the_pool_are_those_without_noise_of_their_own() {
         use crate::synth::{SynthConfig, SynthSpec};
@@ -992,32 +1003,41 @@ mod tests {
             skip_itl: true,
             ..Default::default()
         };
-        let (r, _) = crate::pipeline::evaluate(&ds, &opts).unwrap();
+        let r = crate::analysis::analyze(&ds, &opts).unwrap().result;
         let mut noise = r.summary.launch_noise.clone();
         assert!(noise.cells.is_empty(), "{:?}", noise.cells);
-        let cells = &r.summary.cells;
+        let rr = &r.summary.reference_rates;
+        assert_eq!((rr.ref_safe, rr.ref_load), (Some(4.0), Some(4.0)));
+        let (cells, taxes) = (&r.summary.cells, &r.summary.taxes);
+        let on = |noise: &LaunchNoiseSummary, phase, metric| {
+            cells_on_the_pool(noise, cells, taxes, phase, metric)
+        };
+        let owned = |v: &[(&str, bool)]| -> Vec<(String, bool)> {
+            v.iter().map(|(c, t)| (c.to_string(), *t)).collect()
+        };
         assert_eq!(
-            cells_on_the_pool(&noise, cells, Phase::A, "ttft_p90"),
-            ["r1_i4096_o256", "r2_i4096_o256", "r4_i4096_o256"]
+            on(&noise, Phase::A, "ttft_p90"),
+            owned(&[
+                ("r1_i4096_o256", false),
+                ("r2_i4096_o256", false),
+                ("r4_i4096_o256", true)
+            ])
         );
         assert_eq!(
-            cells_on_the_pool(&noise, cells, Phase::B, "tpot_p90"),
-            ["r2_i4096_o256", "r2_i512_o64"]
+            on(&noise, Phase::B, "tpot_p90"),
+            owned(&[("r2_i4096_o256", true), ("r2_i512_o64", true)])
         );
         noise.cells.insert(
             cell_tag(Phase::A, "r2_i4096_o256"),
             [("ttft_p90".to_owned(), pv(0.01, 4))].into_iter().collect(),
         );
         assert_eq!(
-            cells_on_the_pool(&noise, cells, Phase::A, "ttft_p90"),
-            ["r1_i4096_o256", "r4_i4096_o256"]
+            on(&noise, Phase::A, "ttft_p90"),
+            owned(&[("r1_i4096_o256", false), ("r4_i4096_o256", true)])
         );
         // Its other metrics still carry the pool there.
-        assert_eq!(
-            cells_on_the_pool(&noise, cells, Phase::A, "tpot_p90").len(),
-            3
-        );
-        assert!(cells_on_the_pool(&noise, cells, Phase::A, "e2e_p90").is_empty());
+        assert_eq!(on(&noise, Phase::A, "tpot_p90").len(), 3);
+        assert!(on(&noise, Phase::A, "e2e_p90").is_empty());
     }
 
     /// By hand: phases A (0.0016, df 5) and B (0.0118, df 1): pool (5·0.0016 + 0.0118)/6 =

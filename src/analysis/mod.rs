@@ -149,7 +149,8 @@ pub(crate) fn analyze(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<Ana
 /// run summary still places its other cells, so a left-out cell keeps counting in the place of
 /// the cells after it, as it ran.) Such a rerun is read for
 /// its verdicts ([`crate::verdicts::sensitivity`]), so it skips the launch-noise screen's
-/// leave-one-machine-out pass, which only words a warning.
+/// leave-one-machine-out pass, which only words a warning, and the taxes' (which only word the
+/// Taxes section).
 pub(crate) fn analyze_leaving_out(
     ds: &Dataset,
     opts: &AnalyzeOptions,
@@ -235,7 +236,10 @@ pub(crate) fn analyze_leaving_out(
         );
     }
     let positions = same_cell::cell_positions(&ds.runs);
-    let engine = TaxEngine::new(&rep, &samples, &cells, &noise).with_places(&positions);
+    let mut engine = TaxEngine::new(&rep, &samples, &cells, &noise).with_places(&positions);
+    // A rerun without some launch-cells is read for its verdicts, which do not read the
+    // leave-one-machine-out check of the taxes.
+    engine.one_machine_check = without.is_empty();
     let tax_list = engine.all(&reference_rates);
     let leave_out = launch_noise::leave_one_config_out(
         &cells,
@@ -257,30 +261,40 @@ pub(crate) fn analyze_leaving_out(
         // The pool is the df-weighted mean of the phases' variances: below the noisier
         // phase's own, whichever phase has more df. Only the phase's cells without noise of
         // their own carry it: none, no warning.
-        let on_pool = launch_noise::cells_on_the_pool(&launch_noise, &cells, n.phase, &n.metric);
+        let on_pool =
+            launch_noise::cells_on_the_pool(&launch_noise, &cells, &tax_list, n.phase, &n.metric);
         if on_pool.is_empty() {
             continue;
         }
+        let names: Vec<&str> = on_pool.iter().map(|(c, _)| c.as_str()).collect();
         let taxed: Vec<&str> = on_pool
             .iter()
-            .filter(|c| tax_list.iter().any(|t| t.phase == n.phase && &t.cell == *c))
-            .map(String::as_str)
+            .filter(|(_, t)| *t)
+            .map(|(c, _)| c.as_str())
             .collect();
-        let read = if taxed.is_empty() {
-            "no tax is read in them".to_owned()
-        } else {
-            format!("taxes are read in {}", taxed.join(", "))
+        let which = match (taxed.len(), names.len()) {
+            (0, 1) => format!("{}, where no tax is reported", names[0]),
+            (0, _) => format!("{}; no tax is reported in them", names.join(", ")),
+            (t, n) if t == n && n == 1 => format!("{}, where its taxes are reported", names[0]),
+            (t, n) if t == n => format!("{}; taxes are reported in all of them", names.join(", ")),
+            _ => format!(
+                "{}; taxes are reported in {}",
+                names.join(", "),
+                taxed.join(", ")
+            ),
         };
-        let hyp = if n.phase == Phase::B && !taxed.is_empty() {
+        let hyp = if n.phase == Phase::B
+            && !taxed.is_empty()
+            && ["ttft_p90", "tpot_p90"].contains(&n.metric.as_str())
+        {
             " (and H5/H6, which read Phase B)"
         } else {
             ""
         };
         warnings.push(format!(
-            "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own ({}; {read}) carry the pool over every phase (±{:.1}%), below its own spread, so their CIs{hyp} may be too narrow",
+            "Phase {} launches spread more than the other phases' ({}): its cells without noise of their own carry the pool over every phase (±{:.1}%), below its own spread, so their CIs{hyp} may be too narrow: {which}",
             n.phase.label(),
             n.spread(),
-            on_pool.join(", "),
             launch_noise
                 .metrics
                 .get(&n.metric)

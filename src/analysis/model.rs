@@ -381,24 +381,32 @@ pub struct Tax {
     /// this tax.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_whole: Vec<String>,
-    /// The detected TTFT p90, TPOT p90 and step p50 taxes that one machine carries: detected on
-    /// the only machine shared with plain (in a dataset with launches on other machines), or no
-    /// longer detected (or detected the other way) when one machine's launches are left out (DESIGN.md §4.3 "Machines", leave one machine
-    /// out). A diagnostic beside the tax: no verdict reads it.
+    /// The detected TTFT p90, TPOT p90 and step p50 (at ref_safe and the shapes) taxes whose
+    /// detection one machine decides ([`OneMachine`]; DESIGN.md §4.3 "Machines", leave one
+    /// machine out). A diagnostic beside the tax: no verdict reads it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub one_machine: Vec<OneMachine>,
 }
 
-/// A detected tax that one machine carries ([`Tax::one_machine`]).
+/// A machine that decides whether a tax is detected ([`Tax::one_machine`]): the only machine
+/// the config shared with plain (in a dataset with launches on other machines), or one without
+/// whose launches (of both) the tax is no longer detected as it was.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OneMachine {
     /// "TTFT p90", "TPOT p90" or "step p50".
     pub metric: String,
     /// The machine (as the Machines table names it).
     pub machine: String,
-    /// The tax on the other machines shared with plain, with the same launch noise; `None`
-    /// when this machine is the only one.
+    /// The tax on the other machines shared with plain, the launch noise not re-estimated;
+    /// `None` when this machine is the only one.
     pub without: Option<TaxValue>,
+    /// How many machines the config shared with plain in this comparison.
+    #[serde(default)]
+    pub shared: u32,
+    /// Several machines each undo the detection when left out: the tax sits near the edge of
+    /// detection (fewer launches give a wider CI) rather than on one machine.
+    #[serde(default)]
+    pub borderline: bool,
 }
 
 /// An A/A tax of one config in one cell: its launches at even positions (A) against those at

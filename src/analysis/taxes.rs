@@ -62,6 +62,16 @@ impl Metric {
         .map(|e| e.est)
     }
 
+    /// This statistic's tax in `t`, if it has one.
+    pub(crate) fn of_tax(self, t: &Tax) -> Option<&TaxValue> {
+        match self {
+            Metric::TtftP90 => t.ttft_p90.as_ref(),
+            Metric::TpotP90 => t.tpot_p90.as_ref(),
+            Metric::StepP50 => t.step_p50_us.as_ref(),
+            Metric::CallbackP50 => t.callback_p50_us.as_ref(),
+        }
+    }
+
     /// How reports name it.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -93,6 +103,9 @@ pub(crate) struct TaxEngine<'a> {
     /// Where each launch ran each cell ([`super::same_cell::cell_positions`]); without it no
     /// comparison is blocked by place ([`Self::with_places`]).
     pub places: Option<&'a BTreeMap<CellAt, u32>>,
+    /// Whether [`Self::all`] checks each detected tax without each machine
+    /// ([`Tax::one_machine`]); off in the reruns read only for their verdicts.
+    pub one_machine_check: bool,
 }
 
 impl<'a> TaxEngine<'a> {
@@ -113,6 +126,7 @@ impl<'a> TaxEngine<'a> {
             stats,
             noise,
             places: None,
+            one_machine_check: true,
         }
     }
 
@@ -412,20 +426,23 @@ impl<'a> TaxEngine<'a> {
         let rest = self
             .step_minus_callbacks(config, phase, cell, x_step, &p_step)
             .map(|(e, r)| self.value(e, &r, "us", &both));
-        let one_machine = [
-            (
-                Metric::TtftP90,
-                ttft_value.as_ref(),
-                f64::ln as fn(f64) -> f64,
-            ),
-            (Metric::TpotP90, tpot_value.as_ref(), f64::ln),
-            (Metric::StepP50, step_value.as_ref(), |v| v),
-        ]
-        .into_iter()
-        .flat_map(|(m, v, f)| {
-            v.map_or_else(Vec::new, |v| self.one_machine(config, phase, cell, m, f, v))
-        })
-        .collect();
+        // Step p50 is reported at ref_safe and the shapes only (the reference table's step
+        // columns): a ref_load step tax nobody sees is not checked.
+        let step_shown = context != TaxContext::RefLoad;
+        let one_machine = if self.one_machine_check {
+            [
+                (Metric::TtftP90, ttft_value.as_ref()),
+                (Metric::TpotP90, tpot_value.as_ref()),
+                (Metric::StepP50, step_value.as_ref().filter(|_| step_shown)),
+            ]
+            .into_iter()
+            .flat_map(|(m, v)| {
+                v.map_or_else(Vec::new, |v| self.one_machine(config, phase, cell, m, v))
+            })
+            .collect()
+        } else {
+            Vec::new()
+        };
         Some(Tax {
             config: config.to_owned(),
             context,
@@ -453,23 +470,25 @@ impl<'a> TaxEngine<'a> {
         })
     }
 
-    /// Whether one machine carries the detected tax `v` of `m` (`f` as the tax's comparison:
-    /// `ln` for a relative tax, identity for µs): detected on the only machine `config` shared
-    /// with plain while the dataset holds launches of other machines, or, leaving each shared
-    /// machine's launches (of both) out in turn, no longer detected as it was on the others.
-    /// Empty when `v` is not detected, and in a dataset made on one machine.
+    /// The machines that decide whether the detected tax `v` of `m` is detected: the only
+    /// machine `config` shared with plain while the dataset holds launches of other machines,
+    /// or, leaving each shared machine's launches (of both) out in turn ([`without_each_machine`],
+    /// the launch noise not re-estimated), those without which it is no longer detected as it
+    /// was ([`decisive_machines`]). Empty when `v` is not detected, and in a dataset made on one
+    /// machine.
     fn one_machine(
         &self,
         config: &str,
         phase: Phase,
         cell: &str,
         m: Metric,
-        f: fn(f64) -> f64,
         v: &TaxValue,
     ) -> Vec<OneMachine> {
         if !matches!(v.detection, Detection::Tax | Detection::Negative) {
             return Vec::new();
         }
+        let relative = m != Metric::StepP50;
+        let f: fn(f64) -> f64 = if relative { f64::ln } else { |v| v };
         let x = self.launch_stats(config, phase, cell, m);
         let p = self.launch_stats(BASELINE, phase, cell, m);
         let all = paired(&x, &p, f);
@@ -488,10 +507,12 @@ impl<'a> TaxEngine<'a> {
                 metric: m.label().to_owned(),
                 machine: only.clone(),
                 without: None,
+                shared: 1,
+                borderline: false,
             }];
         }
-        let relative = m != Metric::StepP50;
-        without_each_machine(&x, &p, f)
+        let unit = if relative { "fraction" } else { "us" };
+        let without: Vec<(String, TaxValue)> = without_each_machine(&x, &p, f)
             .into_iter()
             .filter_map(|(gone, rest)| {
                 let (e, r) = if relative {
@@ -499,14 +520,10 @@ impl<'a> TaxEngine<'a> {
                 } else {
                     rest.compared()?
                 };
-                let without = self.value(e, &r, if relative { "fraction" } else { "us" }, &[m]);
-                (without.detection != v.detection).then(|| OneMachine {
-                    metric: m.label().to_owned(),
-                    machine: gone,
-                    without: Some(without),
-                })
+                Some((gone, self.value(e, &r, unit, &[m])))
             })
-            .collect()
+            .collect();
+        decisive_machines(m.label(), v, without, all.machines.len() as u32)
     }
 
     /// `config`'s launches whose data in the cell is not whole, as `config lN`: what
@@ -882,6 +899,33 @@ pub(crate) fn without_each_machine(
         .collect()
 }
 
+/// Of a detected tax `v` of `metric` and its value without each of its `shared` machines in
+/// turn (`without`), the machines without which it is no longer detected as it was; when
+/// several are, each is marked borderline (the tax sits near the edge of detection rather
+/// than on one machine).
+pub(crate) fn decisive_machines(
+    metric: &str,
+    v: &TaxValue,
+    without: Vec<(String, TaxValue)>,
+    shared: u32,
+) -> Vec<OneMachine> {
+    let flips: Vec<(String, TaxValue)> = without
+        .into_iter()
+        .filter(|(_, w)| w.detection != v.detection)
+        .collect();
+    let borderline = flips.len() > 1;
+    flips
+        .into_iter()
+        .map(|(machine, w)| OneMachine {
+            metric: metric.to_owned(),
+            machine,
+            without: Some(w),
+            shared,
+            borderline,
+        })
+        .collect()
+}
+
 /// Whether the CI excludes zero. A CI that does not contain its own estimate (e.g. from a
 /// handful of resamples) is no evidence either way: `Unknown`, never a detected tax.
 pub fn detection(e: &Estimate) -> Detection {
@@ -927,6 +971,61 @@ mod tests {
             est,
             reps: std::sync::Arc::new(reps.to_vec()),
         }
+    }
+
+    /// A detected tax (+20% [+2%, +40%]) and its value without each of four machines: without
+    /// m1 it is no longer detected, without the others it is, so it rests on m1 alone; when m3
+    /// also undoes it, both are listed as borderline. A tax faster than plain (Negative) that
+    /// reads as a tax without a machine also counts: the detection changed. Nothing flips,
+    /// nothing listed.
+    #[test]
+    fn the_machines_that_undo_a_detection_are_decisive_and_several_are_borderline() {
+        let tv = |est: f64, lo: f64, hi: f64| {
+            let value = Estimate {
+                est,
+                lo: Some(lo),
+                hi: Some(hi),
+            };
+            TaxValue {
+                detection: detection(&value),
+                value,
+                unit: "fraction".into(),
+            }
+        };
+        let v = tv(0.20, 0.02, 0.40);
+        let without = |m3: TaxValue| {
+            vec![
+                ("m1".to_owned(), tv(0.08, -0.10, 0.30)),
+                ("m2".to_owned(), tv(0.22, 0.01, 0.45)),
+                ("m3".to_owned(), m3),
+                ("m4".to_owned(), tv(0.19, 0.03, 0.38)),
+            ]
+        };
+        let one = decisive_machines("TTFT p90", &v, without(tv(0.21, 0.01, 0.44)), 4);
+        assert_eq!(one.len(), 1, "{one:?}");
+        assert_eq!(
+            (one[0].machine.as_str(), one[0].shared, one[0].borderline),
+            ("m1", 4, false)
+        );
+        assert_eq!(one[0].without.as_ref().unwrap().value.est, 0.08);
+        let two = decisive_machines("TTFT p90", &v, without(tv(0.15, -0.01, 0.33)), 4);
+        let names: Vec<&str> = two.iter().map(|o| o.machine.as_str()).collect();
+        assert_eq!(names, ["m1", "m3"]);
+        assert!(two.iter().all(|o| o.borderline && o.metric == "TTFT p90"));
+        let faster = tv(-0.10, -0.18, -0.02);
+        let flipped = decisive_machines(
+            "TPOT p90",
+            &faster,
+            vec![
+                ("m1".into(), tv(0.05, 0.01, 0.09)),
+                ("m2".into(), tv(-0.11, -0.2, -0.03)),
+            ],
+            2,
+        );
+        assert_eq!(flipped.len(), 1);
+        assert_eq!(flipped[0].machine, "m1");
+        let none = decisive_machines("TTFT p90", &v, vec![("m2".into(), tv(0.22, 0.01, 0.45))], 2);
+        assert!(none.is_empty());
     }
 
     /// Three machines, m1 with two launches of `a` against one of `b`, m2 and m3 one against

@@ -90,8 +90,9 @@ fn note_launch_order(
 }
 
 /// A verdict on Phase B (H5: TTFT p90, H6: TPOT p90, SC5: both) whose phase's launches spread
-/// more than the pool its cells carry says so: its CI may be too narrow. Only where some of the
-/// phase's tax cells carry the pool (a cell with noise of its own does not).
+/// more than the pool its cells carry says so: its CI may be too narrow. Only where a tax of
+/// that metric is read in a cell of the phase that carries the pool (a cell with noise of its
+/// own does not).
 fn note_noisier_phases(v: &mut Verdicts, s: &crate::analysis::model::AnalysisSummary) {
     use crate::analysis::launch_noise::cells_on_the_pool;
     let noise = &s.launch_noise;
@@ -99,9 +100,9 @@ fn note_noisier_phases(v: &mut Verdicts, s: &crate::analysis::model::AnalysisSum
         .noisier_phases()
         .into_iter()
         .filter(|n| {
-            cells_on_the_pool(noise, &s.cells, n.phase, &n.metric)
+            cells_on_the_pool(noise, &s.cells, &s.taxes, n.phase, &n.metric)
                 .iter()
-                .any(|c| s.taxes.iter().any(|t| t.phase == n.phase && &t.cell == c))
+                .any(|(_, taxed)| *taxed)
         })
         .collect();
     for x in testable_mut(v) {

@@ -320,18 +320,30 @@ fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
 }
 
 /// [`tax_cell`] of `t`'s tax of `metric` (as [`crate::analysis::model::OneMachine::metric`]
-/// names it), marked `(rests on one machine)` when one machine carries it.
+/// names it), marked `(rests on one machine)` or `(borderline)` when machines decide its
+/// detection ([`one_machine_lines`]).
 fn tax_cell_of(t: Option<&Tax>, metric: &str, v: impl Fn(&Tax) -> Option<&TaxValue>) -> TaxCell {
     let mut cell = tax_cell(t.and_then(&v));
-    if t.is_some_and(|t| t.one_machine.iter().any(|o| o.metric == metric)) {
+    let decisive: Vec<_> = t
+        .map(|t| {
+            t.one_machine
+                .iter()
+                .filter(|o| o.metric == metric)
+                .collect()
+        })
+        .unwrap_or_default();
+    if decisive.iter().any(|o| o.borderline) {
+        cell.text.push_str(" (borderline)");
+    } else if !decisive.is_empty() {
         cell.text.push_str(" (rests on one machine)");
     }
     cell
 }
 
-/// One line per detected tax that one machine carries ([`Tax::one_machine`]): the tax, then
-/// the machine it is on alone, or the tax without each machine that carries it. A Phase A cell
-/// that is both ref_safe and ref_load is listed once.
+/// One line per detected tax whose detection machines decide ([`Tax::one_machine`]): the
+/// tax, then the one machine it was measured on, or the tax without the machine it rests on,
+/// or, borderline, without each of the machines that undo it. A Phase A cell that is both
+/// ref_safe and ref_load is listed once; lines follow the Taxes tables' order.
 pub(super) fn one_machine_lines(r: &AnalysisResult) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     let mut taxes: Vec<&Tax> = r
@@ -341,7 +353,29 @@ pub(super) fn one_machine_lines(r: &AnalysisResult) -> Vec<String> {
         .filter(|t| !t.one_machine.is_empty())
         .filter(|t| seen.insert((t.config.clone(), t.phase, t.cell.clone())))
         .collect();
-    taxes.sort_by_key(|t| (crate::report::config_rank(&t.config), t.context));
+    taxes.sort_by(|a, b| {
+        (
+            crate::report::config_rank(&a.config),
+            a.context,
+            a.input_len,
+            a.output_len,
+        )
+            .cmp(&(
+                crate::report::config_rank(&b.config),
+                b.context,
+                b.input_len,
+                b.output_len,
+            ))
+            .then(a.rate.total_cmp(&b.rate))
+    });
+    let without_text = |w: &TaxValue| {
+        let c = tax_cell(Some(w));
+        let mark = match w.detection {
+            Detection::Unknown => " (CI undetermined)",
+            _ => c.mark.as_str(),
+        };
+        format!("{}{mark}", c.text)
+    };
     let mut out = Vec::new();
     for t in taxes {
         let mut metrics: Vec<&str> = t.one_machine.iter().map(|o| o.metric.as_str()).collect();
@@ -359,26 +393,52 @@ pub(super) fn one_machine_lines(r: &AnalysisResult) -> Vec<String> {
                 TaxContext::ShapeB => "Phase B",
                 TaxContext::ShapeBp => "Phase B'",
             };
-            let carried: Vec<String> = t
+            let os: Vec<_> = t
                 .one_machine
                 .iter()
                 .filter(|o| o.metric == metric)
-                .map(|o| match &o.without {
-                    None => format!("on one machine only ({})", o.machine),
-                    Some(w) => {
-                        let c = tax_cell(Some(w));
-                        format!("without {}: {}{}", o.machine, c.text, c.mark)
-                    }
-                })
                 .collect();
+            let how = match os.as_slice() {
+                [o] if o.without.is_none() => format!(
+                    "rests on one machine, the only one it shared with plain ({})",
+                    o.machine
+                ),
+                [o] => format!(
+                    "rests on {} (of {} machines): without it {}",
+                    o.machine,
+                    o.shared,
+                    o.without.as_ref().map_or_else(String::new, without_text)
+                ),
+                _ => {
+                    let each: Vec<String> = os
+                        .iter()
+                        .map(|o| {
+                            format!(
+                                "without {} {}",
+                                o.machine,
+                                o.without.as_ref().map_or_else(String::new, without_text)
+                            )
+                        })
+                        .collect();
+                    let of = os.first().map_or(0, |o| o.shared);
+                    let which = if os.len() as u32 == of {
+                        format!("any one of its {of} machines")
+                    } else {
+                        format!("any one of {} of its {of} machines", os.len())
+                    };
+                    format!(
+                        "borderline: not detected without {which} ({})",
+                        each.join("; ")
+                    )
+                }
+            };
             out.push(format!(
-                "{}, {context} ({} req/s, {}/{}), {metric} {}: {}",
+                "{}, {context} ({} req/s, {}/{}), {metric} {}: {how}",
                 t.config,
                 fmt::rate(t.rate),
                 t.input_len,
                 t.output_len,
                 fmt::estimate(&value.value, &value.unit),
-                carried.join("; ")
             ));
         }
     }
