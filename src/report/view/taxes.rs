@@ -4,6 +4,7 @@
 use crate::analysis::model::{
     AaHalvesInTime, AnalysisResult, Detection, Tax, TaxContext, TaxValue,
 };
+use crate::analysis::taxes::Metric;
 use crate::report::fmt;
 use ctax_schema::Phase;
 
@@ -319,16 +320,15 @@ fn tax_cell(t: Option<&TaxValue>) -> TaxCell {
     }
 }
 
-/// [`tax_cell`] of `t`'s tax of `metric` (as [`crate::analysis::model::OneMachine::metric`]
-/// names it), marked `(rests on one machine)` or `(borderline)` when machines decide its
-/// detection ([`one_machine_lines`]).
-fn tax_cell_of(t: Option<&Tax>, metric: &str, v: impl Fn(&Tax) -> Option<&TaxValue>) -> TaxCell {
-    let mut cell = tax_cell(t.and_then(&v));
+/// [`tax_cell`] of `t`'s tax of `m`, marked `(rests on one machine)` or `(borderline)` when
+/// machines decide its detection ([`one_machine_lines`]).
+fn tax_cell_of(t: Option<&Tax>, m: Metric) -> TaxCell {
+    let mut cell = tax_cell(t.and_then(|t| m.of_tax(t)));
     let decisive: Vec<_> = t
         .map(|t| {
             t.one_machine
                 .iter()
-                .filter(|o| o.metric == metric)
+                .filter(|o| o.metric == m.label())
                 .collect()
         })
         .unwrap_or_default();
@@ -338,6 +338,19 @@ fn tax_cell_of(t: Option<&Tax>, metric: &str, v: impl Fn(&Tax) -> Option<&TaxVal
         cell.text.push_str(" (rests on one machine)");
     }
     cell
+}
+
+/// The order of the Taxes tables' rows: config, context, shape, rate.
+fn table_order(a: &Tax, b: &Tax) -> std::cmp::Ordering {
+    let key = |t: &Tax| {
+        (
+            crate::report::config_rank(&t.config),
+            t.context,
+            t.input_len,
+            t.output_len,
+        )
+    };
+    key(a).cmp(&key(b)).then(a.rate.total_cmp(&b.rate))
 }
 
 /// One line per detected tax whose detection machines decide ([`Tax::one_machine`]): the
@@ -353,21 +366,7 @@ pub(super) fn one_machine_lines(r: &AnalysisResult) -> Vec<String> {
         .filter(|t| !t.one_machine.is_empty())
         .filter(|t| seen.insert((t.config.clone(), t.phase, t.cell.clone())))
         .collect();
-    taxes.sort_by(|a, b| {
-        (
-            crate::report::config_rank(&a.config),
-            a.context,
-            a.input_len,
-            a.output_len,
-        )
-            .cmp(&(
-                crate::report::config_rank(&b.config),
-                b.context,
-                b.input_len,
-                b.output_len,
-            ))
-            .then(a.rate.total_cmp(&b.rate))
-    });
+    taxes.sort_by(|a, b| table_order(a, b));
     let without_text = |w: &TaxValue| {
         let c = tax_cell(Some(w));
         let mark = match w.detection {
@@ -378,15 +377,9 @@ pub(super) fn one_machine_lines(r: &AnalysisResult) -> Vec<String> {
     };
     let mut out = Vec::new();
     for t in taxes {
-        let mut metrics: Vec<&str> = t.one_machine.iter().map(|o| o.metric.as_str()).collect();
-        metrics.dedup();
-        for metric in metrics {
-            let value = match metric {
-                "TTFT p90" => t.ttft_p90.as_ref(),
-                "TPOT p90" => t.tpot_p90.as_ref(),
-                _ => t.step_p50_us.as_ref(),
-            };
-            let Some(value) = value else { continue };
+        for m in [Metric::TtftP90, Metric::TpotP90, Metric::StepP50] {
+            let metric = m.label();
+            let Some(value) = m.of_tax(t) else { continue };
             let context = match t.context {
                 TaxContext::RefSafe => "Phase A at ref_safe",
                 TaxContext::RefLoad => "Phase A at ref_load",
@@ -399,6 +392,7 @@ pub(super) fn one_machine_lines(r: &AnalysisResult) -> Vec<String> {
                 .filter(|o| o.metric == metric)
                 .collect();
             let how = match os.as_slice() {
+                [] => continue,
                 [o] if o.without.is_none() => format!(
                     "rests on one machine, the only one it shared with plain ({})",
                     o.machine
@@ -466,19 +460,21 @@ pub(super) fn ref_tax_rows(r: &AnalysisResult) -> Vec<RefTaxRow> {
         .map(|c| {
             let safe = find(&c, TaxContext::RefSafe);
             let load = find(&c, TaxContext::RefLoad);
-            let at_load = |metric: &str, v: fn(&Tax) -> Option<&TaxValue>| {
-                let mut cell = tax_cell_of(load, metric, v);
-                if load.and_then(v).is_some() && load.is_some_and(|t| saturated_there(r, t)) {
+            let at_load = |m: Metric| {
+                let mut cell = tax_cell_of(load, m);
+                if load.and_then(|t| m.of_tax(t)).is_some()
+                    && load.is_some_and(|t| saturated_there(r, t))
+                {
                     cell.text.push_str(" (saturated)");
                 }
                 cell
             };
             RefTaxRow {
-                ttft_safe: tax_cell_of(safe, "TTFT p90", |t| t.ttft_p90.as_ref()),
-                ttft_load: at_load("TTFT p90", |t| t.ttft_p90.as_ref()),
-                tpot_safe: tax_cell_of(safe, "TPOT p90", |t| t.tpot_p90.as_ref()),
-                tpot_load: at_load("TPOT p90", |t| t.tpot_p90.as_ref()),
-                step: tax_cell_of(safe, "step p50", |t| t.step_p50_us.as_ref()),
+                ttft_safe: tax_cell_of(safe, Metric::TtftP90),
+                ttft_load: at_load(Metric::TtftP90),
+                tpot_safe: tax_cell_of(safe, Metric::TpotP90),
+                tpot_load: at_load(Metric::TpotP90),
+                step: tax_cell_of(safe, Metric::StepP50),
                 callback: tax_cell(safe.and_then(|t| t.callback_p50_us.as_ref())),
                 unexplained: tax_cell(safe.and_then(|t| t.step_minus_callback_us.as_ref())),
                 engine: engine_of(r, &c),
@@ -553,21 +549,7 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
         .iter()
         .filter(|t| matches!(t.context, TaxContext::ShapeB | TaxContext::ShapeBp))
         .collect();
-    taxes.sort_by(|a, b| {
-        (
-            crate::report::config_rank(&a.config),
-            a.context,
-            a.input_len,
-            a.output_len,
-        )
-            .cmp(&(
-                crate::report::config_rank(&b.config),
-                b.context,
-                b.input_len,
-                b.output_len,
-            ))
-            .then(a.rate.total_cmp(&b.rate))
-    });
+    taxes.sort_by(|a, b| table_order(a, b));
     taxes
         .into_iter()
         .map(|t| ShapeTaxRow {
@@ -579,9 +561,9 @@ pub(super) fn shape_tax_rows(r: &AnalysisResult) -> Vec<ShapeTaxRow> {
                 fmt::launches_on(t.paired_launches.len(), t.machines.len()),
                 &t.not_whole,
             ),
-            ttft: tax_cell_of(Some(t), "TTFT p90", |t| t.ttft_p90.as_ref()),
-            tpot: tax_cell_of(Some(t), "TPOT p90", |t| t.tpot_p90.as_ref()),
-            step: tax_cell_of(Some(t), "step p50", |t| t.step_p50_us.as_ref()),
+            ttft: tax_cell_of(Some(t), Metric::TtftP90),
+            tpot: tax_cell_of(Some(t), Metric::TpotP90),
+            step: tax_cell_of(Some(t), Metric::StepP50),
         })
         .collect()
 }
