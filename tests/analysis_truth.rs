@@ -407,6 +407,13 @@ fn reference_rates_follow_the_seed_definitions() {
     let refs = &r.summary.reference_rates;
     assert_eq!(refs.ref_safe, Some(2.0), "{:?}", refs.notes);
     assert_eq!(refs.ref_load, Some(4.0), "{:?}", refs.notes);
+    // Only mooncake_both's knee (4 req/s) keeps ref_safe below plain's unsaturated 4 req/s.
+    assert!(
+        refs.notes.iter().any(|n| n
+            == "ref_safe is held at 2 req/s by mooncake_both (saturated at 4 req/s): every other config is unsaturated at 4 req/s"),
+        "{:?}",
+        refs.notes
+    );
     assert!(
         r.summary
             .taxes

@@ -28,6 +28,11 @@ pub(crate) const THROUGHPUT_RATIO_MIN: f64 = 0.95;
 pub(crate) const WAITING_P50_MAX: f64 = 1.0;
 pub(crate) const TTFT_GROWTH_MAX: f64 = 1.5;
 
+/// (rate, saturated, complete) of one Phase A cell of a config.
+type Row = (f64, bool, bool);
+/// Every config's Phase A cells as [`Row`]s.
+type Measured = BTreeMap<String, Vec<Row>>;
+
 /// Evaluates the criteria on the pooled Phase A cells (in place) and returns the reference
 /// rates. Cells of other phases are left untouched.
 pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
@@ -43,7 +48,7 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
     }
     let mut saturation_rate: BTreeMap<String, Option<f64>> = BTreeMap::new();
     // Per config: (rate, saturated, complete) of every Phase A cell.
-    let mut measured: BTreeMap<String, Vec<(f64, bool, bool)>> = BTreeMap::new();
+    let mut measured: Measured = BTreeMap::new();
     let mut notes = Vec::new();
     let mut shapes: BTreeMap<(u32, u32), usize> = BTreeMap::new();
     for ((config, i_len, o_len), idx) in ladders {
@@ -122,14 +127,16 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         None
     };
     match ref_safe {
-        Some(r) => notes.push(format!(
-            "ref_safe = {} req/s: the highest rate measured by all {} configs with Phase A data at which none is saturated",
-            fmt_rate(r),
-            configs.len()
-        )),
-        None if !configs.is_empty() => {
-            notes.push("ref_safe undefined: no rate was measured unsaturated by every config".into())
+        Some(r) => {
+            notes.push(format!(
+                "ref_safe = {} req/s: the highest rate measured by all {} configs with Phase A data at which none is saturated",
+                fmt_rate(r),
+                configs.len()
+            ));
+            notes.extend(held_by(&measured, &configs, r, &all_rates));
         }
+        None if !configs.is_empty() => notes
+            .push("ref_safe undefined: no rate was measured unsaturated by every config".into()),
         None => notes.push("no Phase A data".into()),
     }
     if let Some(r) = ref_load {
@@ -154,6 +161,40 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         // The manifest's view, filled in by the stage that writes the file.
         phase_a_launches: None,
     }
+}
+
+/// Which configs hold `ref_safe` at `r`: those not unsaturated at the next measured rate above
+/// it (saturated there, an incomplete cell there, or not measured there), named only when the
+/// others are all unsaturated there, so one config's knee visibly sets the rate every tax is
+/// read at (LMCache's store path on the H100 moved it from 3 to 2 req/s). `None` when every
+/// config stops at that rate, or nothing was measured above `r`.
+fn held_by(measured: &Measured, configs: &[String], r: f64, all_rates: &[f64]) -> Option<String> {
+    let next = all_rates.iter().copied().find(|&x| x > r)?;
+    let why = |c: &str| -> Option<&'static str> {
+        let at: Vec<_> = measured[c].iter().filter(|(x, ..)| *x == next).collect();
+        if at.is_empty() {
+            Some("not measured")
+        } else if at.iter().any(|(.., complete)| !complete) {
+            Some("incomplete")
+        } else if at.iter().any(|(_, saturated, _)| *saturated) {
+            Some("saturated")
+        } else {
+            None
+        }
+    };
+    let held: Vec<String> = configs
+        .iter()
+        .filter_map(|c| why(c).map(|w| format!("{c} ({w} at {} req/s)", fmt_rate(next))))
+        .collect();
+    if held.is_empty() || held.len() == configs.len() {
+        return None;
+    }
+    Some(format!(
+        "ref_safe is held at {} req/s by {}: every other config is unsaturated at {} req/s",
+        fmt_rate(r),
+        held.join(", "),
+        fmt_rate(next)
+    ))
 }
 
 /// Evaluates one ladder (the cells of one config and shape, pooled or of one launch) in rate
@@ -557,6 +598,66 @@ mod tests {
                 out[0].criteria.as_str()
             ),
             ("plain", Some(2.0), "r2_i4096_o256", "Q")
+        );
+    }
+
+    /// `held_by` names the configs that stop ref_safe below the next measured rate, and only
+    /// when the others are unsaturated there (cases worked by hand from the definition).
+    #[test]
+    fn held_by_names_the_configs_that_stop_ref_safe() {
+        let m = |rows: &[(&str, &[Row])]| -> Measured {
+            rows.iter()
+                .map(|(c, v)| ((*c).to_owned(), v.to_vec()))
+                .collect()
+        };
+        let configs = |v: &[&str]| -> Vec<String> { v.iter().map(|c| (*c).to_owned()).collect() };
+        let rates = [2.0, 3.0, 4.0];
+        // lmcache_only saturated at 3, plain unsaturated there: lmcache_only holds it.
+        let measured = m(&[
+            (
+                "plain",
+                &[(2.0, false, true), (3.0, false, true), (4.0, true, true)],
+            ),
+            (
+                "lmcache_only",
+                &[(2.0, false, true), (3.0, true, true), (4.0, true, true)],
+            ),
+        ]);
+        assert_eq!(
+            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0, &rates).as_deref(),
+            Some(
+                "ref_safe is held at 2 req/s by lmcache_only (saturated at 3 req/s): every other config is unsaturated at 3 req/s"
+            )
+        );
+        // A config that never ran the next rate holds it too, and says so.
+        let measured = m(&[
+            ("plain", &[(2.0, false, true), (3.0, false, true)]),
+            ("noop_connector", &[(2.0, false, true)]),
+        ]);
+        assert_eq!(
+            held_by(
+                &measured,
+                &configs(&["plain", "noop_connector"]),
+                2.0,
+                &rates
+            )
+            .as_deref(),
+            Some(
+                "ref_safe is held at 2 req/s by noop_connector (not measured at 3 req/s): every other config is unsaturated at 3 req/s"
+            )
+        );
+        // Everyone stops at the next rate: nothing to name. Nothing above ref_safe: the same.
+        let measured = m(&[
+            ("plain", &[(2.0, false, true), (3.0, true, true)]),
+            ("lmcache_only", &[(2.0, false, true), (3.0, false, false)]),
+        ]);
+        assert_eq!(
+            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0, &rates),
+            None
+        );
+        assert_eq!(
+            held_by(&measured, &configs(&["plain", "lmcache_only"]), 4.0, &rates),
+            None
         );
     }
 }
