@@ -64,6 +64,15 @@ pub fn evaluate(ds: &Dataset, opts: &AnalyzeOptions) -> anyhow::Result<(Analysis
             None
         }
     };
+    verdicts.without_holders = match verdicts::sensitivity::without_holders(ds, opts, &result) {
+        Ok(w) => w,
+        Err(e) => {
+            result.summary.warnings.push(format!(
+                "H1-H6 without the configs that hold ref_safe down could not be computed: {e:#}"
+            ));
+            None
+        }
+    };
     Ok((result, verdicts))
 }
 

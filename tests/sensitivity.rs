@@ -267,3 +267,163 @@ fn without_episodes_is_the_archive_without_those_request_files() {
     let md2 = std::fs::read_to_string(out2.path().join("report.md")).unwrap();
     assert!(!md2.contains("without these launch-cells"));
 }
+
+/// lmcache_only saturates at 4 req/s (capacity 3), every other config only above 8 (capacity
+/// 12), with Phase A at 1, 2, 4 and 8 req/s: ref_safe is 2 req/s, held there by lmcache_only
+/// alone; without it, ref_safe is 8 (= ref_load). mooncake_both carries a 30% TTFT tax.
+fn holders_spec() -> SynthSpec {
+    let cap = |c: SynthConfig, capacity_rps: f64| SynthConfig { capacity_rps, ..c };
+    SynthSpec {
+        configs: vec![
+            cap(SynthConfig::new("plain", 1.0, 1.0), 12.0),
+            cap(SynthConfig::new("mooncake_both", 1.3, 1.1), 12.0),
+            cap(SynthConfig::new("nixl_both", 1.2, 1.05), 12.0),
+            cap(SynthConfig::new("noop_connector", 1.02, 1.0), 12.0),
+            cap(SynthConfig::new("lmcache_only", 1.1, 1.05), 3.0),
+        ],
+        launches: 2,
+        phase_a_rates: vec![1.0, 2.0, 4.0, 8.0],
+        phase_b_shapes: vec![(512, 64), (4096, 256)],
+        phase_b_rate: 2.0,
+        requests_per_cell: 200,
+        ..Default::default()
+    }
+}
+
+/// The reference is independent of the leave-out: the same archive with lmcache_only's Phase
+/// A request files deleted, analysed from scratch; the rerun's hypotheses and reference rates
+/// must be its, to the bit (H4, which reads lmcache_only at ref_safe, is not testable both ways).
+#[test]
+fn without_holders_is_the_archive_without_their_phase_a_request_files() {
+    let dir = tempfile::tempdir().unwrap();
+    connector_tax::synth::generate(&holders_spec(), dir.path()).unwrap();
+    let (a, v) = evaluate(dir.path());
+    let refs = &a.summary.reference_rates;
+    assert_eq!((refs.ref_safe, refs.ref_load), (Some(2.0), Some(8.0)));
+    assert!(
+        refs.notes.iter().any(|n| n
+            == "ref_safe is held at 2 req/s by lmcache_only (saturated at 4 req/s): every other config is unsaturated at 4 req/s"),
+        "{:?}",
+        refs.notes
+    );
+    let w = v
+        .without_holders
+        .as_ref()
+        .expect("lmcache_only holds ref_safe: the rerun ran");
+    assert_eq!(w.left_out, ["lmcache_only"]);
+    assert_eq!(w.configs, ["lmcache_only (saturated at 4 req/s)"]);
+    assert_eq!(w.ref_safe, 2.0);
+    assert_eq!(w.reference_rates.ref_safe, Some(8.0));
+    assert!(w.taxes.iter().all(|t| t.rate == 8.0 && t.phase == Phase::A));
+    assert!(w.taxes.iter().any(|t| t.config == "mooncake_both"));
+
+    // The reference: lmcache_only's Phase A request files gone (its Phase B files stay).
+    let mut removed = 0;
+    for run in std::fs::read_dir(dir.path()).unwrap().flatten() {
+        let name = run.file_name().to_string_lossy().into_owned();
+        if !name.contains("_lmcache_only_l") {
+            continue;
+        }
+        for f in std::fs::read_dir(run.path()).unwrap().flatten() {
+            if f.file_name().to_string_lossy().starts_with("requests_A_") {
+                std::fs::remove_file(f.path()).unwrap();
+                removed += 1;
+            }
+        }
+    }
+    assert_eq!(removed, 2 * 4, "two launches, four Phase A cells each");
+    let (a2, v2) = evaluate(dir.path());
+    assert!(v2.without_holders.is_none(), "nothing holds ref_safe now");
+    assert_eq!(a2.summary.reference_rates.ref_safe, Some(8.0));
+    assert_eq!(a2.summary.reference_rates.ref_load, Some(8.0));
+    for (x, y) in w.hypotheses.iter().zip(&v2.hypotheses) {
+        assert_eq!(x.id, y.id);
+        if x.id == "h4" {
+            assert_eq!(x.verdict, connector_tax::verdicts::VerdictKind::NotTestable);
+            assert_eq!(y.verdict, connector_tax::verdicts::VerdictKind::NotTestable);
+        } else {
+            assert_eq!(x, y);
+        }
+    }
+    assert_eq!(w.unstable, v2.unstable);
+    for t in &w.taxes {
+        let reference = a2
+            .summary
+            .taxes
+            .iter()
+            .find(|x| x.config == t.config && x.context == t.context)
+            .expect("the reference has the tax");
+        assert_eq!(t, reference);
+    }
+    // H1 reads mooncake_both at 2 req/s as reported and at 8 in the rerun.
+    let h1 = |v: &[connector_tax::verdicts::Verdict]| {
+        v.iter().find(|x| x.id == "h1").unwrap().reason.clone()
+    };
+    assert!(
+        h1(&v.hypotheses).contains("r2_i4096_o256"),
+        "{}",
+        h1(&v.hypotheses)
+    );
+    assert!(
+        h1(&w.hypotheses).contains("r8_i4096_o256"),
+        "{}",
+        h1(&w.hypotheses)
+    );
+
+    // The report's subsection names the holder and both rates, with a row per hypothesis.
+    let (v_hyp, w_hyp) = (v.hypotheses.clone(), w.hypotheses.clone());
+    let out = tempfile::tempdir().unwrap();
+    common::Fixture {
+        analysis: a,
+        verdicts: v,
+    }
+    .render(out.path());
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    assert!(
+        md.contains("H1–H6 at the rate the other configs allow"),
+        "{md}"
+    );
+    assert!(
+        md.contains("ref_safe is 2 req/s, held there by lmcache_only (saturated at 4 req/s)"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "Without the Phase A cells of lmcache_only, ref_safe is 8 req/s, the reported ref_load"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("| ID | At 2 req/s | Verdict | At 8 req/s | Verdict |"),
+        "{md}"
+    );
+    for (h, x) in v_hyp.iter().zip(&w_hyp) {
+        let est = |v: &connector_tax::verdicts::Verdict| {
+            connector_tax::report::fmt::md(&connector_tax::report::fmt::opt_estimate(
+                v.estimate.as_ref(),
+                &v.unit,
+            ))
+        };
+        let row = format!(
+            "| [{}](#{}) | {} | {} | {} | ",
+            h.id.to_uppercase(),
+            h.id,
+            est(h),
+            h.verdict.as_str(),
+            est(x)
+        );
+        assert!(md.contains(&row), "{row}\n{md}");
+    }
+    assert!(html.contains("<h3 id=\"verdicts-without-holders\">"));
+    assert!(html.contains("id=\"verdicts-without-holders-taxes\""));
+    // Nothing holds ref_safe: no subsection.
+    let out2 = tempfile::tempdir().unwrap();
+    common::Fixture {
+        analysis: a2,
+        verdicts: v2,
+    }
+    .render(out2.path());
+    let md2 = std::fs::read_to_string(out2.path().join("report.md")).unwrap();
+    assert!(!md2.contains("at the rate the other configs allow"));
+}

@@ -133,7 +133,7 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
                 fmt_rate(r),
                 configs.len()
             ));
-            notes.extend(held_by(&measured, &configs, r, &all_rates));
+            notes.extend(held_by(&measured, &configs, r, &all_rates).map(|h| h.note()));
         }
         None if !configs.is_empty() => notes
             .push("ref_safe undefined: no rate was measured unsaturated by every config".into()),
@@ -163,12 +163,40 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
     }
 }
 
+/// The configs that hold `ref_safe` below the next measured rate ([`held_by`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Held {
+    /// `ref_safe`.
+    pub rate: f64,
+    /// The next measured rate above it, where every other config is unsaturated.
+    pub next: f64,
+    /// Each holding config with why (`saturated`, `incomplete`, `not measured`) at `next`.
+    pub configs: Vec<(String, &'static str)>,
+}
+
+impl Held {
+    /// The reference-rates note.
+    pub(crate) fn note(&self) -> String {
+        let held: Vec<String> = self
+            .configs
+            .iter()
+            .map(|(c, w)| format!("{c} ({w} at {} req/s)", fmt_rate(self.next)))
+            .collect();
+        format!(
+            "ref_safe is held at {} req/s by {}: every other config is unsaturated at {} req/s",
+            fmt_rate(self.rate),
+            held.join(", "),
+            fmt_rate(self.next)
+        )
+    }
+}
+
 /// Which configs hold `ref_safe` at `r`: those not unsaturated at the next measured rate above
 /// it (saturated there, an incomplete cell there, or not measured there), named only when the
 /// others are all unsaturated there, so one config's knee visibly sets the rate every tax is
 /// read at (LMCache's store path on the H100 moved it from 3 to 2 req/s). `None` when every
 /// config stops at that rate, or nothing was measured above `r`.
-fn held_by(measured: &Measured, configs: &[String], r: f64, all_rates: &[f64]) -> Option<String> {
+fn held_by(measured: &Measured, configs: &[String], r: f64, all_rates: &[f64]) -> Option<Held> {
     let next = all_rates.iter().copied().find(|&x| x > r)?;
     let why = |c: &str| -> Option<&'static str> {
         let at: Vec<_> = measured[c].iter().filter(|(x, ..)| *x == next).collect();
@@ -182,19 +210,45 @@ fn held_by(measured: &Measured, configs: &[String], r: f64, all_rates: &[f64]) -
             None
         }
     };
-    let held: Vec<String> = configs
+    let held: Vec<(String, &'static str)> = configs
         .iter()
-        .filter_map(|c| why(c).map(|w| format!("{c} ({w} at {} req/s)", fmt_rate(next))))
+        .filter_map(|c| why(c).map(|w| (c.clone(), w)))
         .collect();
     if held.is_empty() || held.len() == configs.len() {
         return None;
     }
-    Some(format!(
-        "ref_safe is held at {} req/s by {}: every other config is unsaturated at {} req/s",
-        fmt_rate(r),
-        held.join(", "),
-        fmt_rate(next)
-    ))
+    Some(Held {
+        rate: r,
+        next,
+        configs: held,
+    })
+}
+
+/// [`held_by`] read back from evaluated pooled cells and their reference rates (what
+/// [`evaluate`] left): the configs whose Phase A cells a rerun would leave out to read the
+/// verdicts at the next rate ([`crate::verdicts::sensitivity::without_holders`]).
+pub(crate) fn holding_ref_safe(cells: &[CellStats], refs: &ReferenceRates) -> Option<Held> {
+    let r = refs.ref_safe?;
+    let mut measured: Measured = BTreeMap::new();
+    for c in cells
+        .iter()
+        .filter(|c| c.key.phase == Phase::A && c.launch.is_none())
+    {
+        measured
+            .entry(c.key.config.clone())
+            .or_default()
+            .push((c.rate, c.saturated(), c.complete));
+    }
+    let mut all_rates: Vec<f64> = measured.values().flatten().map(|(r, ..)| *r).collect();
+    all_rates.sort_by(f64::total_cmp);
+    all_rates.dedup();
+    let configs: Vec<String> = refs
+        .configs_considered
+        .iter()
+        .filter(|c| measured.contains_key(*c))
+        .cloned()
+        .collect();
+    held_by(&measured, &configs, r, &all_rates)
 }
 
 /// Evaluates one ladder (the cells of one config and shape, pooled or of one launch) in rate
@@ -624,7 +678,9 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0, &rates).as_deref(),
+            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0, &rates)
+                .map(|h| h.note())
+                .as_deref(),
             Some(
                 "ref_safe is held at 2 req/s by lmcache_only (saturated at 3 req/s): every other config is unsaturated at 3 req/s"
             )
@@ -641,6 +697,7 @@ mod tests {
                 2.0,
                 &rates
             )
+            .map(|h| h.note())
             .as_deref(),
             Some(
                 "ref_safe is held at 2 req/s by noop_connector (not measured at 3 req/s): every other config is unsaturated at 3 req/s"

@@ -48,6 +48,7 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
         success_criteria,
         unstable: s.aa_taxes.iter().any(|a| a.unstable),
         without_episodes: None,
+        without_holders: None,
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
     note_single_launches(&mut v, &s.taxes, |id| hypotheses::configs_in(&ctx, id));
@@ -609,6 +610,7 @@ mod same_cell_tests {
             success_criteria: vec![],
             unstable: false,
             without_episodes: None,
+            without_holders: None,
         }
     }
 

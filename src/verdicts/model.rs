@@ -64,6 +64,10 @@ pub struct Verdicts {
     /// verdicts above are the reported ones): [`super::sensitivity`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub without_episodes: Option<super::sensitivity::WithoutEpisodes>,
+    /// H1–H6 at the next rate, without the Phase A cells of the configs that hold ref_safe
+    /// down (a sensitivity line): [`super::sensitivity::without_holders`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_holders: Option<super::sensitivity::WithoutHolders>,
 }
 
 impl Verdicts {

@@ -75,6 +75,8 @@ pub(crate) struct ReportView {
     pub episodes_rule: String,
     /// H1–H6 without the launch-cells that slow episodes name, beside the reported ones.
     pub sensitivity: Option<sensitivity::SensitivityView>,
+    /// H1–H6 without the configs that hold ref_safe down.
+    pub holders: Option<sensitivity::HoldersView>,
     /// Which launches ran on which machine, and the machine-effect tests.
     pub machines: machines::MachinesView,
     /// The launch-to-launch noise in one line: pooled over cells, and each cell's own.
@@ -115,6 +117,7 @@ impl ReportView {
             episodes: episodes::rows(r),
             episodes_rule: crate::analysis::episodes::rule(),
             sensitivity: sensitivity::view(r, v),
+            holders: sensitivity::holders(r, v),
             machines: machines::machines(r),
             launch_noise: overview::launch_noise_line(&s.launch_noise),
             accounting: accounting::accounting(r),

@@ -1,9 +1,12 @@
 //! H1–H6 without the launch-cells that slow episodes name ([`crate::verdicts::sensitivity`]), beside
-//! the reported ones: a table under Slow episodes and one line in Verdicts.
+//! the reported ones: a table under Slow episodes and one line in Verdicts; and H1–H6 at the
+//! rate the other configs allow, without the configs that hold ref_safe down ([`holders`]): a
+//! subsection of Verdicts.
 
 use crate::analysis::model::AnalysisResult;
+use crate::analysis::model::TaxContext;
 use crate::report::fmt;
-use crate::verdicts::sensitivity::WithoutEpisodes;
+use crate::verdicts::sensitivity::WithoutHolders;
 use crate::verdicts::{Verdict, Verdicts};
 
 /// One hypothesis as reported and without the named launch-cells.
@@ -81,7 +84,7 @@ pub(super) fn view(r: &AnalysisResult, v: &Verdicts) -> Option<SensitivityView> 
                 opt_rate(refs.ref_load)
             )
         });
-    let unstable = unstable_words(v.unstable, w);
+    let unstable = unstable_words(v.unstable, w.unstable, &w.aa_detected);
     let changed: Vec<String> = rows
         .iter()
         .filter(|x| x.changed)
@@ -138,6 +141,75 @@ pub(super) fn view(r: &AnalysisResult, v: &Verdicts) -> Option<SensitivityView> 
     })
 }
 
+/// H1–H6 at the rate the other configs allow ([`WithoutHolders`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HoldersView {
+    /// `lmcache_only (saturated at 4 req/s), …`.
+    pub configs: String,
+    /// The reported ref_safe and the rerun's, `2 req/s`, `6 req/s`.
+    pub reported_rate: String,
+    pub rate: String,
+    /// What the rerun's rates are, and where the report already shows its taxes.
+    pub rates: String,
+    pub unstable: String,
+    pub rows: Vec<SensitivityRow>,
+    /// Each config's TTFT and TPOT p90 tax at the reported ref_safe and at the rerun's.
+    pub taxes: Vec<TaxSensitivityRow>,
+}
+
+pub(super) fn holders(r: &AnalysisResult, v: &Verdicts) -> Option<HoldersView> {
+    let w: &WithoutHolders = v.without_holders.as_ref()?;
+    let refs = &r.summary.reference_rates;
+    let rows: Vec<SensitivityRow> = v
+        .hypotheses
+        .iter()
+        .map(|h| row(h, w.hypotheses.iter().find(|x| x.id == h.id)))
+        .collect();
+    let rate = opt_rate(w.reference_rates.ref_safe);
+    let names = w.left_out.join(", ");
+    let rates = match w.reference_rates.ref_safe {
+        Some(x) if Some(x) == refs.ref_load => format!(
+            "Without the Phase A cells of {names}, ref_safe is {rate}, the reported ref_load: the taxes there are the ref_load column of the Taxes table, read by the hypotheses as if they were ref_safe's."
+        ),
+        Some(_) => format!(
+            "Without the Phase A cells of {names}, ref_safe is {rate} (ref_load {}).",
+            opt_rate(w.reference_rates.ref_load)
+        ),
+        None => format!("Without the Phase A cells of {names}, ref_safe is undefined."),
+    };
+    let est = |t: Option<&crate::analysis::model::TaxValue>| {
+        fmt::opt_estimate(t.map(|x| &x.value), "fraction")
+    };
+    let taxes = w
+        .taxes
+        .iter()
+        .map(|t| {
+            let reported = r
+                .summary
+                .taxes
+                .iter()
+                .find(|x| x.config == t.config && x.context == TaxContext::RefSafe);
+            TaxSensitivityRow {
+                config: t.config.clone(),
+                cell: super::machines::cell_label(r, t.phase, &t.cell),
+                ttft: est(reported.and_then(|x| x.ttft_p90.as_ref())),
+                ttft_without: est(t.ttft_p90.as_ref()),
+                tpot: est(reported.and_then(|x| x.tpot_p90.as_ref())),
+                tpot_without: est(t.tpot_p90.as_ref()),
+            }
+        })
+        .collect();
+    Some(HoldersView {
+        configs: w.configs.join(", "),
+        reported_rate: opt_rate(Some(w.ref_safe)),
+        rate,
+        rates,
+        unstable: unstable_words(v.unstable, w.unstable, &w.aa_detected),
+        rows,
+        taxes,
+    })
+}
+
 fn row(h: &Verdict, other: Option<&Verdict>) -> SensitivityRow {
     let est = |v: &Verdict| fmt::opt_estimate(v.estimate.as_ref(), &v.unit);
     SensitivityRow {
@@ -158,10 +230,11 @@ fn opt_rate(r: Option<f64>) -> String {
     r.map_or_else(|| "none".to_owned(), |x| format!("{} req/s", fmt::rate(x)))
 }
 
-/// The UNSTABLE mark as reported against the rerun's A/A taxes.
-fn unstable_words(reported: bool, w: &WithoutEpisodes) -> String {
-    let detected = w.aa_detected.join(", ");
-    match (reported, w.unstable) {
+/// The UNSTABLE mark as reported against the rerun's A/A taxes (`rerun`: an A/A of the rerun
+/// excludes 0; `detected`: which).
+fn unstable_words(reported: bool, rerun: bool, detected: &[String]) -> String {
+    let detected = detected.join(", ");
+    match (reported, rerun) {
         (true, false) => "UNSTABLE DATASET would clear: no A/A tax excludes 0 without them.".into(),
         (true, true) => {
             format!(
@@ -180,7 +253,6 @@ mod tests {
     use super::*;
     use crate::analysis::model::Estimate;
     use crate::verdicts::VerdictKind;
-    use ctax_schema::ReferenceRates;
 
     fn h(id: &str, est: f64, verdict: VerdictKind) -> Verdict {
         Verdict {
@@ -200,39 +272,20 @@ mod tests {
         }
     }
 
-    fn without(unstable: bool, aa: &[&str]) -> WithoutEpisodes {
-        WithoutEpisodes {
-            left_out: Vec::new(),
-            reference_rates: ReferenceRates {
-                schema_version: 1,
-                ref_safe: Some(2.0),
-                ref_load: Some(6.0),
-                configs_considered: Vec::new(),
-                saturation_rate: Default::default(),
-                notes: Vec::new(),
-                phase_a_launches: None,
-            },
-            hypotheses: Vec::new(),
-            unstable,
-            aa_detected: aa.iter().map(|s| (*s).to_owned()).collect(),
-            taxes: Vec::new(),
-        }
-    }
-
     /// The four cases of the UNSTABLE mark, reported against the rerun.
     #[test]
     fn the_unstable_mark_is_worded_for_each_case() {
         assert_eq!(
-            unstable_words(true, &without(false, &[])),
+            unstable_words(true, false, &[]),
             "UNSTABLE DATASET would clear: no A/A tax excludes 0 without them."
         );
         assert_eq!(
-            unstable_words(true, &without(true, &["plain Phase A r2_i4096_o256"])),
+            unstable_words(true, true, &["plain Phase A r2_i4096_o256".to_owned()]),
             "UNSTABLE DATASET would hold: without them the A/A taxes of plain Phase A r2_i4096_o256 exclude 0."
         );
-        assert!(unstable_words(false, &without(true, &["x Phase B c"])).contains("(x Phase B c)"));
+        assert!(unstable_words(false, true, &["x Phase B c".to_owned()]).contains("(x Phase B c)"));
         assert_eq!(
-            unstable_words(false, &without(false, &[])),
+            unstable_words(false, false, &[]),
             "No A/A tax excludes 0, with them or without."
         );
     }
