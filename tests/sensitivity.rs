@@ -270,7 +270,8 @@ fn without_episodes_is_the_archive_without_those_request_files() {
 
 /// lmcache_only saturates at 4 req/s (capacity 3), every other config only above 8 (capacity
 /// 12), with Phase A at 1, 2, 4 and 8 req/s: ref_safe is 2 req/s, held there by lmcache_only
-/// alone; without it, ref_safe is 8 (= ref_load). mooncake_both carries a 30% TTFT tax.
+/// alone; without it, ref_safe is 8 (= ref_load). mooncake_both carries a 30% TTFT tax;
+/// multi_mooncake_lmcache makes H4 testable as reported (it needs lmcache_only at ref_safe).
 fn holders_spec() -> SynthSpec {
     let cap = |c: SynthConfig, capacity_rps: f64| SynthConfig { capacity_rps, ..c };
     SynthSpec {
@@ -280,6 +281,7 @@ fn holders_spec() -> SynthSpec {
             cap(SynthConfig::new("nixl_both", 1.2, 1.05), 12.0),
             cap(SynthConfig::new("noop_connector", 1.02, 1.0), 12.0),
             cap(SynthConfig::new("lmcache_only", 1.1, 1.05), 3.0),
+            cap(SynthConfig::new("multi_mooncake_lmcache", 1.4, 1.15), 12.0),
         ],
         launches: 2,
         phase_a_rates: vec![1.0, 2.0, 4.0, 8.0],
@@ -312,8 +314,18 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
         .expect("lmcache_only holds ref_safe: the rerun ran");
     assert_eq!(w.left_out, ["lmcache_only"]);
     assert_eq!(w.configs, ["lmcache_only (saturated at 4 req/s)"]);
-    assert_eq!(w.ref_safe, 2.0);
+    assert_eq!((w.ref_safe, w.next), (2.0, 4.0));
     assert_eq!(w.reference_rates.ref_safe, Some(8.0));
+    let h4 =
+        |v: &[connector_tax::verdicts::Verdict]| v.iter().find(|x| x.id == "h4").unwrap().verdict;
+    assert_ne!(
+        h4(&v.hypotheses),
+        connector_tax::verdicts::VerdictKind::NotTestable
+    );
+    assert_eq!(
+        h4(&w.hypotheses),
+        connector_tax::verdicts::VerdictKind::NotTestable
+    );
     assert!(w.taxes.iter().all(|t| t.rate == 8.0 && t.phase == Phase::A));
     assert!(w.taxes.iter().any(|t| t.config == "mooncake_both"));
 
@@ -332,10 +344,20 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
         }
     }
     assert_eq!(removed, 2 * 4, "two launches, four Phase A cells each");
+    assert!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|r| r.file_name().to_string_lossy().contains("_lmcache_only_l"))
+            .flat_map(|r| std::fs::read_dir(r.path()).unwrap().flatten())
+            .any(|f| f.file_name().to_string_lossy().starts_with("requests_B_")),
+        "lmcache_only keeps its Phase B cells"
+    );
     let (a2, v2) = evaluate(dir.path());
     assert!(v2.without_holders.is_none(), "nothing holds ref_safe now");
     assert_eq!(a2.summary.reference_rates.ref_safe, Some(8.0));
     assert_eq!(a2.summary.reference_rates.ref_load, Some(8.0));
+    assert_eq!(w.hypotheses.len(), v2.hypotheses.len());
     for (x, y) in w.hypotheses.iter().zip(&v2.hypotheses) {
         assert_eq!(x.id, y.id);
         if x.id == "h4" {
@@ -385,12 +407,12 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
         "{md}"
     );
     assert!(
-        md.contains("ref_safe is 2 req/s, held there by lmcache_only (saturated at 4 req/s)"),
+        md.contains("ref_safe is 2 req/s, held there by lmcache_only (saturated at 4 req/s): every other config is unsaturated at 4 req/s, the next rate measured"),
         "{md}"
     );
     assert!(
         md.contains(
-            "Without the Phase A cells of lmcache_only, ref_safe is 8 req/s, the reported ref_load"
+            "Without the Phase A cells of lmcache_only, ref_safe rises to 8 req/s, the reported ref_load"
         ),
         "{md}"
     );
@@ -398,6 +420,7 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
         md.contains("| ID | At 2 req/s | Verdict | At 8 req/s | Verdict |"),
         "{md}"
     );
+    assert_eq!(v_hyp.len(), w_hyp.len());
     for (h, x) in v_hyp.iter().zip(&w_hyp) {
         let est = |v: &connector_tax::verdicts::Verdict| {
             connector_tax::report::fmt::md(&connector_tax::report::fmt::opt_estimate(
@@ -405,8 +428,16 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
                 &v.unit,
             ))
         };
+        // H4 needs lmcache_only: not testable by construction, named so and not bold.
+        let without = if x.id == "h4" {
+            "not testable (needs lmcache_only)".to_owned()
+        } else if x.verdict != h.verdict {
+            format!("**{}**", x.verdict.as_str())
+        } else {
+            x.verdict.as_str().to_owned()
+        };
         let row = format!(
-            "| [{}](#{}) | {} | {} | {} | ",
+            "| [{}](#{}) | {} | {} | {} | {without} |",
             h.id.to_uppercase(),
             h.id,
             est(h),

@@ -133,7 +133,7 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
                 fmt_rate(r),
                 configs.len()
             ));
-            notes.extend(held_by(&measured, &configs, r, &all_rates).map(|h| h.note()));
+            notes.extend(held_by(&measured, &configs, r).map(|h| h.note()));
         }
         None if !configs.is_empty() => notes
             .push("ref_safe undefined: no rate was measured unsaturated by every config".into()),
@@ -175,6 +175,16 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// Whether leaving the holders out still leaves plain and a config to compare with it (of
+    /// `considered` configs): a rerun without plain, or with plain alone, reads nothing.
+    pub(crate) fn leaves_a_comparison(&self, considered: usize) -> bool {
+        !self
+            .configs
+            .iter()
+            .any(|(c, _)| c == crate::analysis::taxes::BASELINE)
+            && considered >= self.configs.len() + 2
+    }
+
     /// The reference-rates note.
     pub(crate) fn note(&self) -> String {
         let held: Vec<String> = self
@@ -196,8 +206,14 @@ impl Held {
 /// others are all unsaturated there, so one config's knee visibly sets the rate every tax is
 /// read at (LMCache's store path on the H100 moved it from 3 to 2 req/s). `None` when every
 /// config stops at that rate, or nothing was measured above `r`.
-fn held_by(measured: &Measured, configs: &[String], r: f64, all_rates: &[f64]) -> Option<Held> {
-    let next = all_rates.iter().copied().find(|&x| x > r)?;
+fn held_by(measured: &Measured, configs: &[String], r: f64) -> Option<Held> {
+    // The next rate any considered config measured (a config left out for lack of a complete
+    // cell does not make a rate "next" that no considered config ran).
+    let next = configs
+        .iter()
+        .flat_map(|c| measured[c].iter().map(|(x, ..)| *x))
+        .filter(|&x| x > r)
+        .min_by(f64::total_cmp)?;
     let why = |c: &str| -> Option<&'static str> {
         let at: Vec<_> = measured[c].iter().filter(|(x, ..)| *x == next).collect();
         if at.is_empty() {
@@ -225,8 +241,9 @@ fn held_by(measured: &Measured, configs: &[String], r: f64, all_rates: &[f64]) -
 }
 
 /// [`held_by`] read back from evaluated pooled cells and their reference rates (what
-/// [`evaluate`] left): the configs whose Phase A cells a rerun would leave out to read the
-/// verdicts at the next rate ([`crate::verdicts::sensitivity::without_holders`]).
+/// [`evaluate`] left): the configs whose Phase A cells a rerun leaves out to read the verdicts
+/// at the rate the others allow ([`crate::verdicts::sensitivity::without_holders`]); `None`
+/// also where that rerun would have no comparison ([`Held::leaves_a_comparison`]).
 pub(crate) fn holding_ref_safe(cells: &[CellStats], refs: &ReferenceRates) -> Option<Held> {
     let r = refs.ref_safe?;
     let mut measured: Measured = BTreeMap::new();
@@ -239,16 +256,13 @@ pub(crate) fn holding_ref_safe(cells: &[CellStats], refs: &ReferenceRates) -> Op
             .or_default()
             .push((c.rate, c.saturated(), c.complete));
     }
-    let mut all_rates: Vec<f64> = measured.values().flatten().map(|(r, ..)| *r).collect();
-    all_rates.sort_by(f64::total_cmp);
-    all_rates.dedup();
     let configs: Vec<String> = refs
         .configs_considered
         .iter()
         .filter(|c| measured.contains_key(*c))
         .cloned()
         .collect();
-    held_by(&measured, &configs, r, &all_rates)
+    held_by(&measured, &configs, r).filter(|h| h.leaves_a_comparison(configs.len()))
 }
 
 /// Evaluates one ladder (the cells of one config and shape, pooled or of one launch) in rate
@@ -665,7 +679,6 @@ mod tests {
                 .collect()
         };
         let configs = |v: &[&str]| -> Vec<String> { v.iter().map(|c| (*c).to_owned()).collect() };
-        let rates = [2.0, 3.0, 4.0];
         // lmcache_only saturated at 3, plain unsaturated there: lmcache_only holds it.
         let measured = m(&[
             (
@@ -678,7 +691,7 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0, &rates)
+            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0)
                 .map(|h| h.note())
                 .as_deref(),
             Some(
@@ -691,14 +704,9 @@ mod tests {
             ("noop_connector", &[(2.0, false, true)]),
         ]);
         assert_eq!(
-            held_by(
-                &measured,
-                &configs(&["plain", "noop_connector"]),
-                2.0,
-                &rates
-            )
-            .map(|h| h.note())
-            .as_deref(),
+            held_by(&measured, &configs(&["plain", "noop_connector"]), 2.0)
+                .map(|h| h.note())
+                .as_deref(),
             Some(
                 "ref_safe is held at 2 req/s by noop_connector (not measured at 3 req/s): every other config is unsaturated at 3 req/s"
             )
@@ -709,12 +717,57 @@ mod tests {
             ("lmcache_only", &[(2.0, false, true), (3.0, false, false)]),
         ]);
         assert_eq!(
-            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0, &rates),
+            held_by(&measured, &configs(&["plain", "lmcache_only"]), 2.0),
             None
         );
         assert_eq!(
-            held_by(&measured, &configs(&["plain", "lmcache_only"]), 4.0, &rates),
+            held_by(&measured, &configs(&["plain", "lmcache_only"]), 4.0),
             None
+        );
+        // Two holders, listed in the configs' order; a rate only a config outside `configs`
+        // ran (2.5) is not the next one. A rerun without both leaves plain and nixl_both.
+        let measured = m(&[
+            ("plain", &[(2.0, false, true), (4.0, false, true)]),
+            ("nixl_both", &[(2.0, false, true), (4.0, false, true)]),
+            ("lmcache_only", &[(2.0, false, true), (4.0, true, true)]),
+            (
+                "multi_mooncake_lmcache",
+                &[(2.0, false, true), (4.0, false, false)],
+            ),
+            ("mooncake_producer", &[(2.5, false, false)]),
+        ]);
+        let all = configs(&[
+            "plain",
+            "nixl_both",
+            "lmcache_only",
+            "multi_mooncake_lmcache",
+        ]);
+        let held = held_by(&measured, &all, 2.0).unwrap();
+        assert_eq!(
+            held.note(),
+            "ref_safe is held at 2 req/s by lmcache_only (saturated at 4 req/s), multi_mooncake_lmcache (incomplete at 4 req/s): every other config is unsaturated at 4 req/s"
+        );
+        assert!(held.leaves_a_comparison(all.len()));
+        // Plain holding it: the note stands, but a rerun without plain compares nothing. One
+        // config besides the holders (plain alone) leaves nothing to compare either.
+        let measured = m(&[
+            ("plain", &[(2.0, false, true), (4.0, true, true)]),
+            ("nixl_both", &[(2.0, false, true), (4.0, false, true)]),
+            ("lmcache_only", &[(2.0, false, true), (4.0, false, true)]),
+        ]);
+        let all = configs(&["plain", "nixl_both", "lmcache_only"]);
+        let held = held_by(&measured, &all, 2.0).unwrap();
+        assert_eq!(held.configs, [("plain".to_owned(), "saturated")]);
+        assert!(!held.leaves_a_comparison(all.len()));
+        let measured = m(&[
+            ("plain", &[(2.0, false, true), (4.0, false, true)]),
+            ("lmcache_only", &[(2.0, false, true), (4.0, true, true)]),
+        ]);
+        let all = configs(&["plain", "lmcache_only"]);
+        assert!(
+            !held_by(&measured, &all, 2.0)
+                .unwrap()
+                .leaves_a_comparison(all.len())
         );
     }
 }

@@ -52,7 +52,19 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
     note_single_launches(&mut v, &s.taxes, |id| hypotheses::configs_in(&ctx, id));
-    note_same_cell(&mut v, &s.same_cell, |id| hypotheses::configs_in(&ctx, id));
+    // A Phase A verdict reads the ref_safe cell: a same-cell comparison of another cell (Phase
+    // B's, in a rerun that moved ref_safe, `sensitivity::without_holders`) is not its.
+    let at_ref_safe: Vec<crate::analysis::same_cell::SameCell> = s
+        .same_cell
+        .iter()
+        .filter(|c| {
+            s.taxes.iter().any(|t| {
+                t.context == crate::analysis::model::TaxContext::RefSafe && t.cell == c.cell
+            })
+        })
+        .cloned()
+        .collect();
+    note_same_cell(&mut v, &at_ref_safe, |id| hypotheses::configs_in(&ctx, id));
     note_mixed_places(&mut v, &s.mixed_places, |id| {
         hypotheses::configs_in(&ctx, id)
     });

@@ -107,8 +107,10 @@ pub struct WithoutHolders {
     pub configs: Vec<String>,
     /// Their names alone.
     pub left_out: Vec<String>,
-    /// The reported ref_safe.
+    /// The reported ref_safe, and the next rate measured, where the holders are not
+    /// unsaturated and every other config is.
     pub ref_safe: f64,
+    pub next: f64,
     /// The rerun's reference rates (its hypotheses read these): its ref_safe is the highest
     /// rate at which none of the other configs is saturated.
     pub reference_rates: ReferenceRates,
@@ -162,6 +164,7 @@ pub(crate) fn without_holders(
             .collect(),
         left_out: names,
         ref_safe: held.rate,
+        next: held.next,
         hypotheses: r.hypotheses,
         unstable: r.unstable,
         aa_detected: r.aa_detected,

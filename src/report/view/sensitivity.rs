@@ -146,8 +146,10 @@ pub(super) fn view(r: &AnalysisResult, v: &Verdicts) -> Option<SensitivityView> 
 pub(crate) struct HoldersView {
     /// `lmcache_only (saturated at 4 req/s), …`.
     pub configs: String,
-    /// The reported ref_safe and the rerun's, `2 req/s`, `6 req/s`.
+    /// The reported ref_safe, the next rate measured and the rerun's ref_safe: `2 req/s`,
+    /// `4 req/s`, `6 req/s`.
     pub reported_rate: String,
+    pub next: String,
     pub rate: String,
     /// What the rerun's rates are, and where the report already shows its taxes.
     pub rates: String,
@@ -163,16 +165,45 @@ pub(super) fn holders(r: &AnalysisResult, v: &Verdicts) -> Option<HoldersView> {
     let rows: Vec<SensitivityRow> = v
         .hypotheses
         .iter()
-        .map(|h| row(h, w.hypotheses.iter().find(|x| x.id == h.id)))
+        .map(|h| {
+            let other = w.hypotheses.iter().find(|x| x.id == h.id);
+            let mut row = row(h, other);
+            // A hypothesis that needs a left-out config is not testable by construction: that
+            // is the rerun's design, not a change of verdict.
+            if let Some(o) = other
+                && o.verdict == crate::verdicts::VerdictKind::NotTestable
+                && h.verdict != o.verdict
+                && let Some(c) = w.left_out.iter().find(|c| o.reason.contains(c.as_str()))
+            {
+                row.without_verdict = format!("not testable (needs {c})");
+                row.changed = false;
+            }
+            row
+        })
         .collect();
     let rate = opt_rate(w.reference_rates.ref_safe);
     let names = w.left_out.join(", ");
+    // The rerun's taxes at its ref_safe, where that is the reported ref_load: whether they are
+    // the Taxes table's ref_load column (the launch-noise pools leave the holders out, so the
+    // CIs may move a little).
+    let same_as_ref_load = w.taxes.iter().all(|t| {
+        r.summary.taxes.iter().any(|x| {
+            x.context == TaxContext::RefLoad
+                && x.config == t.config
+                && x.cell == t.cell
+                && x.ttft_p90 == t.ttft_p90
+                && x.tpot_p90 == t.tpot_p90
+        })
+    });
     let rates = match w.reference_rates.ref_safe {
+        Some(x) if Some(x) == refs.ref_load && same_as_ref_load => format!(
+            "Without the Phase A cells of {names}, ref_safe rises to {rate}, the reported ref_load: its taxes are the ref_load column of the Taxes table, read by the hypotheses as ref_safe's."
+        ),
         Some(x) if Some(x) == refs.ref_load => format!(
-            "Without the Phase A cells of {names}, ref_safe is {rate}, the reported ref_load: the taxes there are the ref_load column of the Taxes table, read by the hypotheses as if they were ref_safe's."
+            "Without the Phase A cells of {names}, ref_safe rises to {rate}, the reported ref_load; its taxes differ a little from the Taxes table's ref_load column, since the launch-noise pools leave those configs' launches out."
         ),
         Some(_) => format!(
-            "Without the Phase A cells of {names}, ref_safe is {rate} (ref_load {}).",
+            "Without the Phase A cells of {names}, ref_safe rises to {rate} (ref_load {}).",
             opt_rate(w.reference_rates.ref_load)
         ),
         None => format!("Without the Phase A cells of {names}, ref_safe is undefined."),
@@ -184,11 +215,11 @@ pub(super) fn holders(r: &AnalysisResult, v: &Verdicts) -> Option<HoldersView> {
         .taxes
         .iter()
         .map(|t| {
-            let reported = r
-                .summary
-                .taxes
-                .iter()
-                .find(|x| x.config == t.config && x.context == TaxContext::RefSafe);
+            let reported = r.summary.taxes.iter().find(|x| {
+                x.config == t.config
+                    && x.context == TaxContext::RefSafe
+                    && (x.input_len, x.output_len) == (t.input_len, t.output_len)
+            });
             TaxSensitivityRow {
                 config: t.config.clone(),
                 cell: super::machines::cell_label(r, t.phase, &t.cell),
@@ -202,6 +233,7 @@ pub(super) fn holders(r: &AnalysisResult, v: &Verdicts) -> Option<HoldersView> {
     Some(HoldersView {
         configs: w.configs.join(", "),
         reported_rate: opt_rate(Some(w.ref_safe)),
+        next: opt_rate(Some(w.next)),
         rate,
         rates,
         unstable: unstable_words(v.unstable, w.unstable, &w.aa_detected),
