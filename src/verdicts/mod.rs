@@ -52,19 +52,11 @@ pub(crate) fn evaluate(analysis: &Analysis, ds: &Dataset) -> Verdicts {
     };
     apply_noise_rules(&mut v, s.launch_noise.ttft_known());
     note_single_launches(&mut v, &s.taxes, |id| hypotheses::configs_in(&ctx, id));
-    // A Phase A verdict reads the ref_safe cell: a same-cell comparison of another cell (Phase
-    // B's, in a rerun that moved ref_safe, `sensitivity::without_holders`) is not its.
-    let at_ref_safe: Vec<crate::analysis::same_cell::SameCell> = s
-        .same_cell
-        .iter()
-        .filter(|c| {
-            s.taxes.iter().any(|t| {
-                t.context == crate::analysis::model::TaxContext::RefSafe && t.cell == c.cell
-            })
-        })
-        .cloned()
-        .collect();
-    note_same_cell(&mut v, &at_ref_safe, |id| hypotheses::configs_in(&ctx, id));
+    note_same_cell(
+        &mut v,
+        &same_cell_at_ref_safe(&s.same_cell, &s.taxes),
+        |id| hypotheses::configs_in(&ctx, id),
+    );
     note_mixed_places(&mut v, &s.mixed_places, |id| {
         hypotheses::configs_in(&ctx, id)
     });
@@ -148,6 +140,23 @@ fn testable_mut(v: &mut Verdicts) -> impl Iterator<Item = &mut Verdict> {
         .iter_mut()
         .chain(v.success_criteria.iter_mut())
         .filter(|x| x.verdict != VerdictKind::NotTestable)
+}
+
+/// The same-cell comparisons of the cells a Phase A verdict reads, its ref_safe cells: one of
+/// another cell (Phase B's, where ref_safe moved after Phase B ran, or in the rerun without the
+/// configs that hold ref_safe down, `sensitivity::without_holders`) is not its.
+fn same_cell_at_ref_safe(
+    same: &[crate::analysis::same_cell::SameCell],
+    taxes: &[crate::analysis::model::Tax],
+) -> Vec<crate::analysis::same_cell::SameCell> {
+    same.iter()
+        .filter(|c| {
+            taxes.iter().any(|t| {
+                t.context == crate::analysis::model::TaxContext::RefSafe && t.cell == c.cell
+            })
+        })
+        .cloned()
+        .collect()
 }
 
 /// A Phase A verdict (H1–H4, SC1–SC4 read TTFT p90 at ref_safe) whose config Phase B measured
@@ -587,7 +596,7 @@ mod tests {
 #[cfg(test)]
 mod same_cell_tests {
     use super::*;
-    use crate::analysis::model::{Detection, TaxValue};
+    use crate::analysis::model::{Detection, Tax, TaxContext, TaxValue};
     use crate::analysis::same_cell::{self, MachineTax, SameCell};
 
     fn tax(est: f64, lo: f64, hi: f64, detection: Detection) -> TaxValue {
@@ -683,6 +692,38 @@ mod same_cell_tests {
                 .starts_with("base; the phases disagree: mooncake_both")
         );
         assert_eq!(v.hypotheses[1].reason, "base", "H5 reads Phase B");
+        // Kept where a ref_safe tax reads its cell; dropped where ref_safe is another cell (a
+        // ref_load tax in r2 does not count), so the note above would not be made.
+        let at = |context: TaxContext, cell: &str| Tax {
+            config: "mooncake_both".into(),
+            context,
+            phase: Phase::A,
+            cell: cell.into(),
+            rate: 0.0,
+            input_len: 4096,
+            output_len: 256,
+            ttft_p90: None,
+            tpot_p90: None,
+            step_p50_us: None,
+            callback_p50_us: None,
+            step_minus_callback_us: None,
+            machines: vec![],
+            unpaired_launches: vec![],
+            paired_launches: vec![],
+            plain_launches: vec![],
+            not_whole: vec![],
+            one_machine: vec![],
+        };
+        let kept = same_cell_at_ref_safe(
+            std::slice::from_ref(&same),
+            &[at(TaxContext::RefSafe, "r2_i4096_o256")],
+        );
+        assert_eq!(kept, [same.clone()]);
+        let other = [
+            at(TaxContext::RefSafe, "r6_i4096_o256"),
+            at(TaxContext::RefLoad, "r2_i4096_o256"),
+        ];
+        assert!(same_cell_at_ref_safe(std::slice::from_ref(&same), &other).is_empty());
         // Agreeing: no note.
         same.difference.detection = Detection::Inconclusive;
         v.hypotheses[0].reason = "base".into();
