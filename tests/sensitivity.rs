@@ -14,6 +14,26 @@ use connector_tax::synth::{Stall, SynthConfig, SynthSpec};
 use connector_tax::verdicts::Verdicts;
 use ctax_schema::Phase;
 
+/// The report of an analysis and its verdicts, rendered in a temporary directory:
+/// (`report.md`, `index.html`).
+fn rendered(
+    analysis: connector_tax::analysis::model::AnalysisResult,
+    verdicts: Verdicts,
+) -> (String, String) {
+    let out = tempfile::tempdir().unwrap();
+    common::Fixture { analysis, verdicts }.render(out.path());
+    let read = |name: &str| std::fs::read_to_string(out.path().join(name)).unwrap();
+    (read("report.md"), read("index.html"))
+}
+
+/// A verdict's estimate as the report's Markdown prints it.
+fn est_md(v: &connector_tax::verdicts::Verdict) -> String {
+    connector_tax::report::fmt::md(&connector_tax::report::fmt::opt_estimate(
+        v.estimate.as_ref(),
+        &v.unit,
+    ))
+}
+
 fn evaluate(root: &Path) -> (connector_tax::analysis::model::AnalysisResult, Verdicts) {
     let ds = connector_tax::ingest::load(root).unwrap();
     connector_tax::pipeline::evaluate(
@@ -206,15 +226,7 @@ fn without_episodes_is_the_archive_without_those_request_files() {
     let (v_taxes, w_taxes) = (a.summary.taxes.clone(), w.taxes.clone());
     // The report shows both columns with the verdicts' estimates, and says what the mark would
     // do without them.
-    let out = tempfile::tempdir().unwrap();
-    let rendered = common::Fixture {
-        analysis: a,
-        verdicts: v,
-    }
-    .render(out.path());
-    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
-    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
-    drop(rendered);
+    let (md, html) = rendered(a, v);
     assert!(md.contains("H1–H6 without these launch-cells"), "{md}");
     assert!(
         md.contains("Without the 2 launch-cells that slow episodes name (mooncake_both l1 (A 1 req/s, 4096/256), mooncake_both l1 (A 2 req/s, 4096/256))"),
@@ -222,19 +234,13 @@ fn without_episodes_is_the_archive_without_those_request_files() {
     );
     assert!(md.contains(&unstable_line), "{unstable_line}\n{md}");
     for (h, x) in v_hyp.iter().zip(&w_hyp) {
-        let est = |v: &connector_tax::verdicts::Verdict| {
-            connector_tax::report::fmt::md(&connector_tax::report::fmt::opt_estimate(
-                v.estimate.as_ref(),
-                &v.unit,
-            ))
-        };
         let row = format!(
             "| [{}](#{}) | {} | {} | {} | ",
             h.id.to_uppercase(),
             h.id,
-            est(h),
+            est_md(h),
             h.verdict.as_str(),
-            est(x)
+            est_md(x)
         );
         assert!(md.contains(&row), "{row}\n{md}");
     }
@@ -258,13 +264,7 @@ fn without_episodes_is_the_archive_without_those_request_files() {
     assert!(md.contains(&tax_row), "{tax_row}\n{md}");
     assert!(html.contains("id=\"verdicts-sensitivity\""));
     // Without episodes, no section.
-    let out2 = tempfile::tempdir().unwrap();
-    common::Fixture {
-        analysis: a2,
-        verdicts: v2,
-    }
-    .render(out2.path());
-    let md2 = std::fs::read_to_string(out2.path().join("report.md")).unwrap();
+    let (md2, _) = rendered(a2, v2);
     assert!(!md2.contains("without these launch-cells"));
 }
 
@@ -394,14 +394,7 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
 
     // The report's subsection names the holder and both rates, with a row per hypothesis.
     let (v_hyp, w_hyp) = (v.hypotheses.clone(), w.hypotheses.clone());
-    let out = tempfile::tempdir().unwrap();
-    common::Fixture {
-        analysis: a,
-        verdicts: v,
-    }
-    .render(out.path());
-    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
-    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    let (md, html) = rendered(a, v);
     assert!(
         md.contains("H1–H6 at the rate the other configs allow"),
         "{md}"
@@ -422,12 +415,6 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
     );
     assert_eq!(v_hyp.len(), w_hyp.len());
     for (h, x) in v_hyp.iter().zip(&w_hyp) {
-        let est = |v: &connector_tax::verdicts::Verdict| {
-            connector_tax::report::fmt::md(&connector_tax::report::fmt::opt_estimate(
-                v.estimate.as_ref(),
-                &v.unit,
-            ))
-        };
         // H4 needs lmcache_only: not testable by construction, named so and not bold.
         let without = if x.id == "h4" {
             "not testable (needs lmcache_only)".to_owned()
@@ -440,21 +427,15 @@ fn without_holders_is_the_archive_without_their_phase_a_request_files() {
             "| [{}](#{}) | {} | {} | {} | {without} |",
             h.id.to_uppercase(),
             h.id,
-            est(h),
+            est_md(h),
             h.verdict.as_str(),
-            est(x)
+            est_md(x)
         );
         assert!(md.contains(&row), "{row}\n{md}");
     }
     assert!(html.contains("<h3 id=\"verdicts-without-holders\">"));
     assert!(html.contains("id=\"verdicts-without-holders-taxes\""));
     // Nothing holds ref_safe: no subsection.
-    let out2 = tempfile::tempdir().unwrap();
-    common::Fixture {
-        analysis: a2,
-        verdicts: v2,
-    }
-    .render(out2.path());
-    let md2 = std::fs::read_to_string(out2.path().join("report.md")).unwrap();
+    let (md2, _) = rendered(a2, v2);
     assert!(!md2.contains("at the rate the other configs allow"));
 }

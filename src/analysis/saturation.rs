@@ -47,32 +47,22 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
         }
     }
     let mut saturation_rate: BTreeMap<String, Option<f64>> = BTreeMap::new();
-    // Per config: (rate, saturated, complete) of every Phase A cell.
-    let mut measured: Measured = BTreeMap::new();
     let mut notes = Vec::new();
     let mut shapes: BTreeMap<(u32, u32), usize> = BTreeMap::new();
     for ((config, i_len, o_len), idx) in ladders {
         *shapes.entry((i_len, o_len)).or_default() += 1;
         let (idx, sat) = evaluate_ladder(cells, idx);
-        for &i in &idx {
-            let rate = cells[i].rate;
-            let saturated = cells[i].saturated();
-            let complete = cells[i].complete;
-            if !complete {
-                notes.push(format!(
-                    "{config} at {} req/s: incomplete cell, not a reference-rate candidate",
-                    fmt_rate(rate)
-                ));
-            }
-            measured
-                .entry(config.clone())
-                .or_default()
-                .push((rate, saturated, complete));
+        for &i in idx.iter().filter(|&&i| !cells[i].complete) {
+            notes.push(format!(
+                "{config} at {} req/s: incomplete cell, not a reference-rate candidate",
+                fmt_rate(cells[i].rate)
+            ));
         }
         // With several Phase A shapes a config keeps its lowest saturation rate.
         let e = saturation_rate.entry(config).or_insert(sat);
         *e = lowest(*e, sat);
     }
+    let measured = measured_of(cells);
     if shapes.len() > 1 {
         notes.push(format!(
             "Phase A ran {} shapes; reference rates use all of them",
@@ -163,6 +153,22 @@ pub(crate) fn evaluate(cells: &mut [CellStats]) -> ReferenceRates {
     }
 }
 
+/// Every config's pooled Phase A cells as (rate, saturated, complete), once [`evaluate_ladder`]
+/// has set their saturation: what [`evaluate`] and [`holding_ref_safe`] read.
+fn measured_of(cells: &[CellStats]) -> Measured {
+    let mut measured: Measured = BTreeMap::new();
+    for c in cells
+        .iter()
+        .filter(|c| c.key.phase == Phase::A && c.launch.is_none())
+    {
+        measured
+            .entry(c.key.config.clone())
+            .or_default()
+            .push((c.rate, c.saturated(), c.complete));
+    }
+    measured
+}
+
 /// The configs that hold `ref_safe` below the next measured rate ([`held_by`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Held {
@@ -185,17 +191,20 @@ impl Held {
             && considered >= self.configs.len() + 2
     }
 
-    /// The reference-rates note.
-    pub(crate) fn note(&self) -> String {
-        let held: Vec<String> = self
-            .configs
+    /// Each holding config with why: `lmcache_only (saturated at 4 req/s)`.
+    pub(crate) fn named(&self) -> Vec<String> {
+        self.configs
             .iter()
             .map(|(c, w)| format!("{c} ({w} at {} req/s)", fmt_rate(self.next)))
-            .collect();
+            .collect()
+    }
+
+    /// The reference-rates note.
+    pub(crate) fn note(&self) -> String {
         format!(
             "ref_safe is held at {} req/s by {}: every other config is unsaturated at {} req/s",
             fmt_rate(self.rate),
-            held.join(", "),
+            self.named().join(", "),
             fmt_rate(self.next)
         )
     }
@@ -246,16 +255,7 @@ fn held_by(measured: &Measured, configs: &[String], r: f64) -> Option<Held> {
 /// also where that rerun would have no comparison ([`Held::leaves_a_comparison`]).
 pub(crate) fn holding_ref_safe(cells: &[CellStats], refs: &ReferenceRates) -> Option<Held> {
     let r = refs.ref_safe?;
-    let mut measured: Measured = BTreeMap::new();
-    for c in cells
-        .iter()
-        .filter(|c| c.key.phase == Phase::A && c.launch.is_none())
-    {
-        measured
-            .entry(c.key.config.clone())
-            .or_default()
-            .push((c.rate, c.saturated(), c.complete));
-    }
+    let measured = measured_of(cells);
     let configs: Vec<String> = refs
         .configs_considered
         .iter()

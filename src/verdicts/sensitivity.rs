@@ -72,13 +72,7 @@ pub(crate) fn without_episodes(
         })
         .collect();
     let set: BTreeSet<LaunchCell> = left_out.iter().map(|l| l.cell.clone()).collect();
-    // No hypothesis reads the pooled inter-token gaps (the per-cell ITL quantiles of the
-    // rerun's summary, which is not kept).
-    let opts = AnalyzeOptions {
-        skip_itl: true,
-        ..opts.clone()
-    };
-    let r = Rerun::of(ds, &opts, &set)?;
+    let r = Rerun::of(ds, opts, &set)?;
     Ok(Some(WithoutEpisodes {
         reference_rates: r.reference_rates,
         hypotheses: r.hypotheses,
@@ -151,17 +145,9 @@ pub(crate) fn without_holders(
                 })
         })
         .collect();
-    let opts = AnalyzeOptions {
-        skip_itl: true,
-        ..opts.clone()
-    };
-    let r = Rerun::of(ds, &opts, &set)?;
+    let r = Rerun::of(ds, opts, &set)?;
     Ok(Some(WithoutHolders {
-        configs: held
-            .configs
-            .iter()
-            .map(|(c, w)| format!("{c} ({w} at {} req/s)", ctax_schema::fmt_rate(held.next)))
-            .collect(),
+        configs: held.named(),
         left_out: names,
         ref_safe: held.rate,
         next: held.next,
@@ -189,7 +175,13 @@ struct Rerun {
 
 impl Rerun {
     fn of(ds: &Dataset, opts: &AnalyzeOptions, set: &BTreeSet<LaunchCell>) -> anyhow::Result<Self> {
-        let rerun = analysis::analyze_leaving_out(ds, opts, set)?;
+        // No hypothesis reads the pooled inter-token gaps (the per-cell ITL quantiles of the
+        // rerun's summary, which is not kept).
+        let opts = AnalyzeOptions {
+            skip_itl: true,
+            ..opts.clone()
+        };
+        let rerun = analysis::analyze_leaving_out(ds, &opts, set)?;
         let v = super::evaluate(&rerun, ds);
         let s = rerun.into_result().summary;
         Ok(Rerun {

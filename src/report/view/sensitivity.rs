@@ -3,8 +3,7 @@
 //! rate the other configs allow, without the configs that hold ref_safe down ([`holders`]): a
 //! subsection of Verdicts.
 
-use crate::analysis::model::AnalysisResult;
-use crate::analysis::model::TaxContext;
+use crate::analysis::model::{AnalysisResult, Tax, TaxContext, TaxValue};
 use crate::report::fmt;
 use crate::verdicts::sensitivity::WithoutHolders;
 use crate::verdicts::{Verdict, Verdicts};
@@ -118,17 +117,7 @@ pub(super) fn view(r: &AnalysisResult, v: &Verdicts) -> Option<SensitivityView> 
                     && x.phase == t.phase
                     && x.cell == t.cell
             });
-            let est = |v: Option<&crate::analysis::model::TaxValue>| {
-                fmt::opt_estimate(v.map(|x| &x.value), "fraction")
-            };
-            TaxSensitivityRow {
-                config: t.config.clone(),
-                cell: super::machines::cell_label(r, t.phase, &t.cell),
-                ttft: est(reported.and_then(|x| x.ttft_p90.as_ref())),
-                ttft_without: est(t.ttft_p90.as_ref()),
-                tpot: est(reported.and_then(|x| x.tpot_p90.as_ref())),
-                tpot_without: est(t.tpot_p90.as_ref()),
-            }
+            tax_row(r, reported, t)
         })
         .collect();
     Some(SensitivityView {
@@ -208,9 +197,6 @@ pub(super) fn holders(r: &AnalysisResult, v: &Verdicts) -> Option<HoldersView> {
         ),
         None => format!("Without the Phase A cells of {names}, ref_safe is undefined."),
     };
-    let est = |t: Option<&crate::analysis::model::TaxValue>| {
-        fmt::opt_estimate(t.map(|x| &x.value), "fraction")
-    };
     let taxes = w
         .taxes
         .iter()
@@ -220,14 +206,7 @@ pub(super) fn holders(r: &AnalysisResult, v: &Verdicts) -> Option<HoldersView> {
                     && x.context == TaxContext::RefSafe
                     && (x.input_len, x.output_len) == (t.input_len, t.output_len)
             });
-            TaxSensitivityRow {
-                config: t.config.clone(),
-                cell: super::machines::cell_label(r, t.phase, &t.cell),
-                ttft: est(reported.and_then(|x| x.ttft_p90.as_ref())),
-                ttft_without: est(t.ttft_p90.as_ref()),
-                tpot: est(reported.and_then(|x| x.tpot_p90.as_ref())),
-                tpot_without: est(t.tpot_p90.as_ref()),
-            }
+            tax_row(r, reported, t)
         })
         .collect();
     Some(HoldersView {
@@ -240,6 +219,19 @@ pub(super) fn holders(r: &AnalysisResult, v: &Verdicts) -> Option<HoldersView> {
         rows,
         taxes,
     })
+}
+
+/// A rerun's tax `t` beside the reported one it is compared with (TTFT and TPOT p90).
+fn tax_row(r: &AnalysisResult, reported: Option<&Tax>, t: &Tax) -> TaxSensitivityRow {
+    let est = |v: Option<&TaxValue>| fmt::opt_estimate(v.map(|x| &x.value), "fraction");
+    TaxSensitivityRow {
+        config: t.config.clone(),
+        cell: super::machines::cell_label(r, t.phase, &t.cell),
+        ttft: est(reported.and_then(|x| x.ttft_p90.as_ref())),
+        ttft_without: est(t.ttft_p90.as_ref()),
+        tpot: est(reported.and_then(|x| x.tpot_p90.as_ref())),
+        tpot_without: est(t.tpot_p90.as_ref()),
+    }
 }
 
 fn row(h: &Verdict, other: Option<&Verdict>) -> SensitivityRow {
