@@ -110,6 +110,11 @@ fn note_noisier_phases(v: &mut Verdicts, s: &crate::analysis::model::AnalysisSum
                 .any(|(_, taxed)| *taxed)
         })
         .collect();
+    note_noisier(v, &noisier);
+}
+
+/// [`note_noisier_phases`]' note, given the noisier phases whose pool a tax is read on.
+fn note_noisier(v: &mut Verdicts, noisier: &[crate::analysis::launch_noise::NoisierPhase]) {
     for x in testable_mut(v) {
         let phase = hypotheses::phase_of(&x.id);
         let metrics: &[&str] = match x.id.as_str() {
@@ -790,6 +795,46 @@ mod same_cell_tests {
              B 1 vs 2): stratified p 1.000; on the machine that ran it at several places, its \
              launches at each place (no machine difference in these): A m6: 1st +8.0%, 4th +28.0%"
         );
+    }
+
+    /// A Phase B verdict reads the phase-noise note of its own metrics only: with Phase B's
+    /// TTFT p90 and Phase A's TPOT p90 noisier than the pool, H5 (TTFT) and SC5 (both) name
+    /// Phase B's TTFT spread, H6 (Phase B TPOT) and H1 (Phase A) get nothing, and a verdict that
+    /// is not testable is left as it is. The spread by hand: exp(√0.0118) − 1 = 11.5%,
+    /// exp(√0.0016) − 1 = 4.1%.
+    #[test]
+    fn a_noisier_phase_is_noted_on_the_verdicts_that_read_its_metric() {
+        use crate::analysis::launch_noise::NoisierPhase;
+        use crate::stats::launch_noise::PooledVariance;
+        let pv = |var: f64, df: u32| PooledVariance { var, df, groups: 1 };
+        let noisier = |metric: &str, phase: Phase| NoisierPhase {
+            metric: metric.into(),
+            phase,
+            own: pv(0.0118, 1),
+            rest: pv(0.0016, 5),
+            f: 7.5,
+            p: 0.041,
+        };
+        let mut v = h1_and_h5();
+        let mut h6 = v.hypotheses[1].clone();
+        h6.id = "h6".into();
+        v.hypotheses.push(h6);
+        let mut sc5 = v.hypotheses[1].clone();
+        sc5.id = "sc5".into();
+        v.success_criteria.push(sc5);
+        let hits = [noisier("ttft_p90", Phase::B), noisier("tpot_p90", Phase::A)];
+        note_noisier(&mut v, &hits);
+        let note = "base; Phase B's launches spread more than the pool its CIs carry (TTFT p90 \
+                    ±11.5% per launch (df 1) against ±4.1% (df 5), F 7.5, p 0.041), so the CI may \
+                    be too narrow (see Warnings)";
+        assert_eq!(v.hypotheses[0].reason, "base", "H1 reads Phase A's TTFT");
+        assert_eq!(v.hypotheses[1].reason, note, "H5");
+        assert_eq!(v.hypotheses[2].reason, "base", "H6 reads Phase B's TPOT");
+        assert_eq!(v.success_criteria[0].reason, note, "SC5");
+        let mut untested = h1_and_h5();
+        untested.hypotheses[1].verdict = VerdictKind::NotTestable;
+        note_noisier(&mut untested, &hits);
+        assert_eq!(untested.hypotheses[1].reason, "base");
     }
 
     /// A Phase B verdict (H5) whose cells plain's or its config's launches ran at different
