@@ -10,7 +10,10 @@
 //! config)'s launches in the manifest; a (stage, config) pair the archive has no launch of costs
 //! the median of the stage's other configs (*extrapolated*, and said so; in Phase B, of those
 //! whose launches did not also run B' cells, when any: the extrapolated config's own B' is
-//! costed as B' below); a planned stage with no launch at all cannot be estimated.
+//! costed as B' below); a planned stage with no launch at all cannot be estimated. Phase A's
+//! medians read only launches that planned every Phase A rate of the profile (a
+//! `--phase-a-rates` subset, or a rung added later, is not a bench's launch: one rate of four
+//! takes a third of the time); a launch directory whose plan is not known is read.
 //!
 //! Phase B' (the profile's `[phase_bp]`, due when ref_load differs from Phase B's rate:
 //! `phase_b.rate_override`, else ref_safe) runs inside Phase B's launches in a bench. Phase B's medians read only launches that planned every Phase B shape
@@ -38,11 +41,20 @@ struct Plan {
     #[serde(default = "one")]
     launches: u32,
     #[serde(default)]
+    phase_a: Option<PlanA>,
+    #[serde(default)]
     phase_b: Option<PlanB>,
     #[serde(default)]
     phase_bp: Option<PlanBp>,
     #[serde(default)]
     slots: Option<SlotsPlan>,
+}
+
+/// `[phase_a]`: its rates (other keys ignored).
+#[derive(Deserialize)]
+struct PlanA {
+    #[serde(default)]
+    rates: Vec<f64>,
 }
 
 /// `[phase_b]`: its shapes and rate override (other keys ignored).
@@ -60,8 +72,8 @@ struct PlanBp {
     configs: Vec<String>,
 }
 
-/// What SC7 needs to know of Phase B' beyond the manifest (read by `criteria::sc7` from the
-/// run directories and reference_rates.json).
+/// What SC7 needs to know beyond the manifest (read by `criteria::sc7` from the run
+/// directories and reference_rates.json): what each launch planned, and when Phase B' is due.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BpFacts {
     /// The root's reference rates: B' is due when ref_load differs from Phase B's rate
@@ -69,15 +81,17 @@ pub(crate) struct BpFacts {
     pub ref_safe: Option<f64>,
     pub ref_load: Option<f64>,
     /// What each launch directory planned (its `config.json`): directories not listed are read
-    /// as full Phase B launches without B'.
-    pub dirs: BTreeMap<String, PlannedB>,
+    /// as full Phase A and Phase B launches without B'.
+    pub dirs: BTreeMap<String, PlannedLaunch>,
     /// Configs with no B' cells by rule: each saturates at or below ref_load.
     pub saturated: Vec<String>,
 }
 
 /// A launch directory's plan as SC7 reads it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PlannedB {
+pub(crate) struct PlannedLaunch {
+    /// The Phase A rates it planned (empty: none, or not known; read as a full launch).
+    pub a_rates: Vec<f64>,
     /// The Phase B shapes it planned.
     pub shapes: BTreeSet<(u32, u32)>,
     /// It planned B' cells.
@@ -137,6 +151,10 @@ pub(crate) struct BenchTime {
     pub stages: Vec<StageTime>,
     /// Planned stages without any launch in the manifest: not in the estimate.
     pub missing_stages: Vec<&'static str>,
+    /// The profile's Phase A rates, and how many Phase A launch directories planned only some
+    /// of them (not read).
+    pub a_rates: Vec<f64>,
+    pub a_subsets: usize,
     /// `[phase_bp]`'s configs that get no B' cells by rule (saturated at or below ref_load),
     /// when B' is planned.
     pub bp_by_rule: Vec<String>,
@@ -263,6 +281,19 @@ pub(crate) fn one_bench(
     let full_b =
         |dir: &str| !bp_only(dir) && facts(dir).is_none_or(|f| plan_shapes.is_subset(&f.shapes));
     let carries_bp = |dir: &str| facts(dir).is_some_and(|f| f.bp);
+    let plan_rates: Vec<f64> = plan
+        .as_ref()
+        .and_then(|p| p.phase_a.as_ref())
+        .map(|a| a.rates.clone())
+        .unwrap_or_default();
+    let full_a = |dir: &str| {
+        facts(dir).is_none_or(|f| {
+            f.a_rates.is_empty()
+                || plan_rates
+                    .iter()
+                    .all(|r| f.a_rates.iter().any(|x| (x - r).abs() < 1e-9))
+        })
+    };
     let bp_inside: Vec<String> = {
         let stage_b = launches_of(manifest, STAGE_B);
         bp_configs
@@ -285,6 +316,7 @@ pub(crate) fn one_bench(
     }
     let mut stages = Vec::new();
     let mut missing_stages = Vec::new();
+    let mut a_subsets = 0;
     for stage in planned {
         let of_stage = if stage == STAGE_BP {
             &bp_needed
@@ -301,9 +333,13 @@ pub(crate) fn one_bench(
         } else {
             launches_of(manifest, STAGE_B)
         };
-        // Phase B: full launches only, and those that carried B' for a config costed so; B':
-        // the launches of its own.
-        if stage == STAGE_B {
+        // Phase A: launches of every planned rate; Phase B: full launches only, and those that
+        // carried B' for a config costed so; B': the launches of its own.
+        if stage == STAGE_A {
+            let before = dirs.len();
+            dirs.retain(|(_, dir), _| full_a(dir));
+            a_subsets = before - dirs.len();
+        } else if stage == STAGE_B {
             dirs.retain(|(cfg, dir), _| {
                 full_b(dir) && (!bp_inside.iter().any(|c| c == cfg) || carries_bp(dir))
             });
@@ -336,6 +372,8 @@ pub(crate) fn one_bench(
         preflight_s,
         stages,
         missing_stages,
+        a_rates: plan_rates,
+        a_subsets,
         bp_by_rule,
         bp_inside,
         total_s,
@@ -496,6 +534,9 @@ impl BenchTime {
                     s.extrapolated.join(", "),
                 ));
             }
+            if s.stage == STAGE_A && self.a_subsets > 0 {
+                t.push_str(&format!("; not read: {}", self.subsets_text()));
+            }
             if !s.dropped.is_empty() {
                 t.push_str(&format!(
                     "; not run: {} (every Phase A launch failed)",
@@ -533,11 +574,7 @@ impl BenchTime {
             ));
         }
         if !self.missing_stages.is_empty() {
-            let names: Vec<&str> = self.missing_stages.iter().map(|s| stage_name(s)).collect();
-            out.push_str(&format!(
-                "; not estimated: {} (planned, no launch yet)",
-                names.join(", ")
-            ));
+            out.push_str(&format!("; {}", self.missing_text()));
         }
         out.push_str(&format!(
             "; the archive's own launches add up to {:.2} h over {} manifest rows",
@@ -552,6 +589,36 @@ impl BenchTime {
             out.push_str(" (it holds launches beyond one bench: replicates, anchors, reruns)");
         }
         out
+    }
+}
+
+impl BenchTime {
+    /// `not estimated: Phase A (planned; …), Phase B (planned, no launch yet)`: the planned
+    /// stages without a launch the estimate can read.
+    pub(crate) fn missing_text(&self) -> String {
+        let names: Vec<String> = self
+            .missing_stages
+            .iter()
+            .map(|s| {
+                if *s == STAGE_A && self.a_subsets > 0 {
+                    format!("{} (planned; {})", stage_name(s), self.subsets_text())
+                } else {
+                    format!("{} (planned, no launch yet)", stage_name(s))
+                }
+            })
+            .collect();
+        format!("not estimated: {}", names.join(", "))
+    }
+
+    /// `2 launches of a subset of the profile's Phase A rates (2, 4, 6, 8)`.
+    fn subsets_text(&self) -> String {
+        let rates: Vec<String> = self.a_rates.iter().map(|r| format!("{r}")).collect();
+        format!(
+            "{} launch{} of a subset of the profile's Phase A rates ({}), not a bench's launch",
+            self.a_subsets,
+            if self.a_subsets == 1 { "" } else { "es" },
+            rates.join(", ")
+        )
     }
 }
 
@@ -658,6 +725,78 @@ mod tests {
         assert!(t.missing_stages.is_empty());
     }
 
+    /// A Phase A launch of a subset of the profile's rates (`--phase-a-rates`) is not a bench's
+    /// launch, as a Phase B launch of a subset of shapes is not. Profile rates 2, 4, 6, 8.
+    /// plain: full launches of 700 and 900 s and a 2-req/s-only launch of 240 s; with it the
+    /// median would be 700 s, without it (900 + 700)/2 = 800 s. x: only a 2, 4 launch of 300 s,
+    /// so x is extrapolated. y: a launch whose plan is unknown (no facts), 500 s, read; z: one
+    /// that planned every rate in another order (8, 2, 4, 6) plus 10 (a rung beyond the
+    /// profile), 1000 s, read. x costs the median of {800, 500, 1000} = 800 s. Round A = 800 +
+    /// 800 + 500 + 1000 = 3100 s; 4 launches read.
+    /// Without a [phase_a] table nothing is left out: plain 700, x 300, y 500, z 1000 = 2500 s.
+    #[test]
+    fn a_phase_a_launch_of_some_rates_is_not_a_bench_launch() {
+        let profile =
+            "configs = [\"plain\", \"x\", \"y\", \"z\"]\n[phase_a]\nrates = [2, 4, 6, 8]\n";
+        let m = vec![
+            row(STAGE_A, "plain", "p0", RowStatus::Ok, 700.0),
+            row(STAGE_A, "plain", "p1", RowStatus::Ok, 900.0),
+            row(STAGE_A, "plain", "p2", RowStatus::Ok, 240.0),
+            row(STAGE_A, "x", "x0", RowStatus::Ok, 300.0),
+            row(STAGE_A, "y", "y0", RowStatus::Ok, 500.0),
+            row(STAGE_A, "z", "z0", RowStatus::Ok, 1000.0),
+        ];
+        let rates = |r: &[f64]| PlannedLaunch {
+            a_rates: r.to_vec(),
+            ..Default::default()
+        };
+        let facts = BpFacts {
+            dirs: [
+                ("p0", rates(&[2.0, 4.0, 6.0, 8.0])),
+                ("p1", rates(&[2.0, 4.0, 6.0, 8.0])),
+                ("p2", rates(&[2.0])),
+                ("x0", rates(&[2.0, 4.0])),
+                ("z0", rates(&[8.0, 2.0, 4.0, 6.0, 10.0])),
+            ]
+            .into_iter()
+            .map(|(d, p)| (d.to_string(), p))
+            .collect(),
+            ..Default::default()
+        };
+        let t = one_bench(&m, Some(profile), &facts);
+        let a = &t.stages[0];
+        assert_eq!(a.round_s, 3100.0);
+        assert_eq!(a.extrapolated, ["x"]);
+        assert_eq!(a.launches_read, 4, "p0, p1, y0, z0");
+        assert_eq!(t.a_subsets, 2, "p2, x0");
+        let d = t.describe();
+        assert!(
+            d.contains("not read: 2 launches of a subset of the profile's Phase A rates (2, 4, 6, 8), not a bench's launch)"),
+            "{d}"
+        );
+        // Every launch a subset: Phase A is not estimated, and says why.
+        let only_some: Vec<ManifestRow> = m
+            .iter()
+            .filter(|r| matches!(r.run_dir.as_deref(), Some("p2" | "x0")))
+            .cloned()
+            .collect();
+        let t = one_bench(&only_some, Some(profile), &facts);
+        assert!(t.stages.is_empty());
+        assert_eq!(t.missing_stages, [STAGE_A]);
+        assert_eq!(
+            t.missing_text(),
+            "not estimated: Phase A (planned; 2 launches of a subset of the profile's Phase A \
+             rates (2, 4, 6, 8), not a bench's launch)"
+        );
+        let t = one_bench(
+            &m,
+            Some("configs = [\"plain\", \"x\", \"y\", \"z\"]\n"),
+            &facts,
+        );
+        assert_eq!(t.stages[0].round_s, 2500.0);
+        assert!(t.stages[0].extrapolated.is_empty());
+    }
+
     /// A planned Phase B without a single launch is named, not guessed; without a profile
     /// the manifest's stages and configs are the plan, one launch each.
     #[test]
@@ -732,9 +871,10 @@ mod tests {
                        shapes = [[512, 64], [512, 256]]\n[phase_bp]\n\
                        configs = [\"plain\", \"a\", \"sat\"]\nshapes = [[512, 256]]\n";
         let full: BTreeSet<(u32, u32)> = [(512, 64), (512, 256)].into();
-        let planned = |shapes: &BTreeSet<(u32, u32)>, bp: bool| PlannedB {
+        let planned = |shapes: &BTreeSet<(u32, u32)>, bp: bool| PlannedLaunch {
             shapes: shapes.clone(),
             bp,
+            ..Default::default()
         };
         let mut m = vec![
             row(STAGE_A, "plain", "pa", RowStatus::Ok, 100.0),
@@ -843,9 +983,10 @@ mod tests {
             ref_load: Some(6.0),
             dirs: [(
                 "p0".to_string(),
-                PlannedB {
+                PlannedLaunch {
                     shapes: [(512, 64)].into(),
                     bp: true,
+                    ..Default::default()
                 },
             )]
             .into(),

@@ -333,7 +333,13 @@ fn bp_facts(ds: &Dataset) -> bench_time::BpFacts {
             let c = r.run_config.as_ref()?;
             Some((
                 r.dir_name.clone(),
-                bench_time::PlannedB {
+                bench_time::PlannedLaunch {
+                    a_rates: c
+                        .cells
+                        .iter()
+                        .filter(|p| p.phase == ctax_schema::Phase::A)
+                        .map(|p| p.cell.rate)
+                        .collect(),
                     shapes: c
                         .cells
                         .iter()
@@ -376,7 +382,10 @@ fn sc7(ds: &Dataset) -> Verdict {
     // One bench, not the archive: sessions add launches beyond the profile's plan.
     let t = bench_time::one_bench(&ds.manifest, ds.profile.as_deref(), &bp_facts(ds));
     if t.stages.is_empty() {
-        return d.not_testable("no launch in manifest.jsonl: durations unknown");
+        if t.missing_stages.is_empty() {
+            return d.not_testable("no launch in manifest.jsonl: durations unknown");
+        }
+        return d.not_testable(format!("no launch of one bench: {}", t.missing_text()));
     }
     let hours = t.hours();
     let e = Some(Estimate {
