@@ -151,8 +151,9 @@ pub(crate) struct BenchTime {
     pub stages: Vec<StageTime>,
     /// Planned stages without any launch in the manifest: not in the estimate.
     pub missing_stages: Vec<&'static str>,
-    /// The profile's Phase A rates, and how many Phase A launch directories planned only some
-    /// of them (not read).
+    /// The profile's Phase A rates, and how many Phase A launches planned only some of them
+    /// (not read; counted as the median would read them: not stopped by hand, of a config the
+    /// bench runs).
     pub a_rates: Vec<f64>,
     pub a_subsets: usize,
     /// `[phase_bp]`'s configs that get no B' cells by rule (saturated at or below ref_load),
@@ -336,9 +337,14 @@ pub(crate) fn one_bench(
         // Phase A: launches of every planned rate; Phase B: full launches only, and those that
         // carried B' for a config costed so; B': the launches of its own.
         if stage == STAGE_A {
-            let before = dirs.len();
+            // Counted as the median would have read them: not stopped by hand, of a config run.
+            a_subsets = dirs
+                .iter()
+                .filter(|((cfg, dir), (_, st))| {
+                    !full_a(dir) && *st != RowStatus::Interrupted && run.iter().any(|c| c == cfg)
+                })
+                .count();
             dirs.retain(|(_, dir), _| full_a(dir));
-            a_subsets = before - dirs.len();
         } else if stage == STAGE_B {
             dirs.retain(|(cfg, dir), _| {
                 full_b(dir) && (!bp_inside.iter().any(|c| c == cfg) || carries_bp(dir))
@@ -590,9 +596,7 @@ impl BenchTime {
         }
         out
     }
-}
 
-impl BenchTime {
     /// `not estimated: Phase A (planned; …), Phase B (planned, no launch yet)`: the planned
     /// stages without a launch the estimate can read.
     pub(crate) fn missing_text(&self) -> String {
@@ -610,7 +614,7 @@ impl BenchTime {
         format!("not estimated: {}", names.join(", "))
     }
 
-    /// `2 launches of a subset of the profile's Phase A rates (2, 4, 6, 8)`.
+    /// `2 launches of a subset of the profile's Phase A rates (2, 4, 6, 8), not a bench's launch`.
     fn subsets_text(&self) -> String {
         let rates: Vec<String> = self.a_rates.iter().map(|r| format!("{r}")).collect();
         format!(
@@ -732,7 +736,8 @@ mod tests {
     /// so x is extrapolated. y: a launch whose plan is unknown (no facts), 500 s, read; z: one
     /// that planned every rate in another order (8, 2, 4, 6) plus 10 (a rung beyond the
     /// profile), 1000 s, read. x costs the median of {800, 500, 1000} = 800 s. Round A = 800 +
-    /// 800 + 500 + 1000 = 3100 s; 4 launches read.
+    /// 800 + 500 + 1000 = 3100 s; 4 launches read. Subsets named: p2 and x0, not plain's p3
+    /// (a subset stopped by hand) nor g0 (a subset of a config outside the profile).
     /// Without a [phase_a] table nothing is left out: plain 700, x 300, y 500, z 1000 = 2500 s.
     #[test]
     fn a_phase_a_launch_of_some_rates_is_not_a_bench_launch() {
@@ -745,6 +750,8 @@ mod tests {
             row(STAGE_A, "x", "x0", RowStatus::Ok, 300.0),
             row(STAGE_A, "y", "y0", RowStatus::Ok, 500.0),
             row(STAGE_A, "z", "z0", RowStatus::Ok, 1000.0),
+            row(STAGE_A, "plain", "p3", RowStatus::Interrupted, 30.0),
+            row(STAGE_A, "gone", "g0", RowStatus::Ok, 60.0),
         ];
         let rates = |r: &[f64]| PlannedLaunch {
             a_rates: r.to_vec(),
@@ -756,6 +763,8 @@ mod tests {
                 ("p1", rates(&[2.0, 4.0, 6.0, 8.0])),
                 ("p2", rates(&[2.0])),
                 ("x0", rates(&[2.0, 4.0])),
+                ("p3", rates(&[2.0])),
+                ("g0", rates(&[2.0])),
                 ("z0", rates(&[8.0, 2.0, 4.0, 6.0, 10.0])),
             ]
             .into_iter()
@@ -768,7 +777,10 @@ mod tests {
         assert_eq!(a.round_s, 3100.0);
         assert_eq!(a.extrapolated, ["x"]);
         assert_eq!(a.launches_read, 4, "p0, p1, y0, z0");
-        assert_eq!(t.a_subsets, 2, "p2, x0");
+        assert_eq!(
+            t.a_subsets, 2,
+            "p2, x0; not p3 (stopped by hand) or g0 (not a config)"
+        );
         let d = t.describe();
         assert!(
             d.contains("not read: 2 launches of a subset of the profile's Phase A rates (2, 4, 6, 8), not a bench's launch)"),
