@@ -75,7 +75,7 @@ struct PlanBp {
 /// What SC7 needs to know beyond the manifest (read by `criteria::sc7` from the run
 /// directories and reference_rates.json): what each launch planned, and when Phase B' is due.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct BpFacts {
+pub(crate) struct PlanFacts {
     /// The root's reference rates: B' is due when ref_load differs from Phase B's rate
     /// (`phase_b.rate_override`, else ref_safe), as `ctax run` decides.
     pub ref_safe: Option<f64>,
@@ -174,7 +174,7 @@ pub(crate) struct BenchTime {
 pub(crate) fn one_bench(
     manifest: &[ManifestRow],
     profile: Option<&str>,
-    bp: &BpFacts,
+    bp: &PlanFacts,
 ) -> BenchTime {
     let (plan, profile_error) = match profile.map(toml::from_str::<Plan>) {
         Some(Ok(p)) => (Some(p), None),
@@ -337,12 +337,9 @@ pub(crate) fn one_bench(
         // Phase A: launches of every planned rate; Phase B: full launches only, and those that
         // carried B' for a config costed so; B': the launches of its own.
         if stage == STAGE_A {
-            // Counted as the median would have read them: not stopped by hand, of a config run.
             a_subsets = dirs
                 .iter()
-                .filter(|((cfg, dir), (_, st))| {
-                    !full_a(dir) && *st != RowStatus::Interrupted && run.iter().any(|c| c == cfg)
-                })
+                .filter(|((cfg, dir), (_, st))| !full_a(dir) && median_reads(cfg, *st, &run))
                 .count();
             dirs.retain(|(_, dir), _| full_a(dir));
         } else if stage == STAGE_B {
@@ -408,6 +405,12 @@ fn launches_of<'a>(
     dirs
 }
 
+/// Whether a stage's median reads a launch of `config` with status `st`: not stopped by hand
+/// (interrupted), of a config the stage costs.
+fn median_reads(config: &str, st: RowStatus, configs: &[String]) -> bool {
+    st != RowStatus::Interrupted && configs.iter().any(|c| c == config)
+}
+
 /// One launch of every config in `stage` from its launch directories ([`launches_of`]), or
 /// `None` when no config has a launch there.
 /// A launch costs what its complete launches took (median); a config without one, what its
@@ -421,10 +424,7 @@ fn stage_time(
     configs: &[String],
     bp_inside: &[String],
 ) -> Option<StageTime> {
-    // Only the launches a median reads: not interrupted, of a config this stage costs.
-    dirs.retain(|(cfg, _), (_, st)| {
-        *st != RowStatus::Interrupted && configs.iter().any(|c| c == cfg)
-    });
+    dirs.retain(|(cfg, _), (_, st)| median_reads(cfg, *st, configs));
     let launches_read = dirs.len();
     let mut medians: BTreeMap<&str, f64> = BTreeMap::new();
     for c in configs {
@@ -684,7 +684,7 @@ mod tests {
             row(STAGE_A, "b", "b0", RowStatus::Failed, 90.0),
             row(STAGE_B, "plain", "pb0", RowStatus::Ok, 600.0),
         ];
-        let t = one_bench(&m, Some(PROFILE), &BpFacts::default());
+        let t = one_bench(&m, Some(PROFILE), &PlanFacts::default());
         assert!(t.from_profile);
         assert_eq!(t.configs, ["plain", "a", "b", "extra"]);
         assert_eq!(t.preflight_s, 65.0);
@@ -718,7 +718,7 @@ mod tests {
             .map(|i| row(STAGE_A, "plain", &format!("p{i}"), RowStatus::Ok, 360.0))
             .collect();
         let profile = "configs = [\"plain\"]\nlaunches = 2\n";
-        let t = one_bench(&m, Some(profile), &BpFacts::default());
+        let t = one_bench(&m, Some(profile), &PlanFacts::default());
         assert_eq!(t.total_s, 720.0);
         assert_eq!(t.archive_s, 3600.0);
         assert!(
@@ -757,7 +757,7 @@ mod tests {
             a_rates: r.to_vec(),
             ..Default::default()
         };
-        let facts = BpFacts {
+        let facts = PlanFacts {
             dirs: [
                 ("p0", rates(&[2.0, 4.0, 6.0, 8.0])),
                 ("p1", rates(&[2.0, 4.0, 6.0, 8.0])),
@@ -814,10 +814,10 @@ mod tests {
     #[test]
     fn a_planned_stage_without_launches_is_not_estimated() {
         let m = vec![row(STAGE_A, "plain", "p0", RowStatus::Ok, 300.0)];
-        let t = one_bench(&m, Some(PROFILE), &BpFacts::default());
+        let t = one_bench(&m, Some(PROFILE), &PlanFacts::default());
         assert_eq!(t.missing_stages, [STAGE_B]);
         assert!(t.describe().contains("not estimated: Phase B"));
-        let t = one_bench(&m, None, &BpFacts::default());
+        let t = one_bench(&m, None, &PlanFacts::default());
         assert!(!t.from_profile);
         assert!(t.missing_stages.is_empty());
         assert_eq!(t.total_s, 300.0);
@@ -837,7 +837,7 @@ mod tests {
         let t = one_bench(
             &m,
             Some("configs = [\"plain\", \"a\", \"b\"]\n"),
-            &BpFacts::default(),
+            &PlanFacts::default(),
         );
         assert_eq!(t.stages[0].round_s, 1200.0);
         assert_eq!(t.stages[0].extrapolated, ["b"]);
@@ -853,7 +853,7 @@ mod tests {
             row(STAGE_A, "plain", "p0", RowStatus::Ok, 600.0),
         ];
         let profile = "configs = [\"plain\"]\nlaunches = 2\n[slots]\ngpus = [0, 1]\n";
-        let t = one_bench(&m, Some(profile), &BpFacts::default());
+        let t = one_bench(&m, Some(profile), &PlanFacts::default());
         assert_eq!(t.gpus, 2);
         assert_eq!(t.total_s, 1210.0);
         assert_eq!(t.packed_s, 610.0);
@@ -895,7 +895,7 @@ mod tests {
             row(STAGE_B, "plain", "p0", RowStatus::Ok, 600.0),
             row(STAGE_B, "a", "a0", RowStatus::Ok, 700.0),
         ];
-        let mut due = BpFacts {
+        let mut due = PlanFacts {
             ref_safe: Some(2.0),
             ref_load: Some(6.0),
             dirs: [
@@ -938,7 +938,7 @@ mod tests {
         assert!(d.contains("1 x Phase B' 8 min"), "{d}");
         assert!(d.contains("an over-estimate"), "{d}");
         assert!(d.contains("no B' cells by rule for sat"), "{d}");
-        let not_due = BpFacts {
+        let not_due = PlanFacts {
             ref_load: Some(2.0),
             ..due.clone()
         };
@@ -989,8 +989,8 @@ mod tests {
 
     /// B' due (ref_safe 2, ref_load 6 req/s) and one Phase B launch, plain's `p0`: the
     /// profile's one shape 512/64 with its B' cells inside.
-    fn plain_p0_with_bp_inside() -> BpFacts {
-        BpFacts {
+    fn plain_p0_with_bp_inside() -> PlanFacts {
+        PlanFacts {
             ref_safe: Some(2.0),
             ref_load: Some(6.0),
             dirs: [(
@@ -1060,7 +1060,7 @@ mod tests {
     #[test]
     fn an_unreadable_profile_is_named() {
         let m = vec![row(STAGE_A, "plain", "p0", RowStatus::Ok, 300.0)];
-        let t = one_bench(&m, Some("configs = 3\n"), &BpFacts::default());
+        let t = one_bench(&m, Some("configs = 3\n"), &PlanFacts::default());
         assert!(!t.from_profile);
         assert!(t.profile_error.is_some());
         assert!(

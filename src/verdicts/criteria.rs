@@ -323,7 +323,7 @@ fn never_served(ds: &Dataset, run: &crate::ingest::Run) -> Option<String> {
 /// rate); what each launch directory planned
 /// (its Phase B shapes, whether it planned B' cells); the configs that saturate at or below
 /// ref_load (no B' cells).
-fn bp_facts(ds: &Dataset) -> bench_time::BpFacts {
+fn plan_facts(ds: &Dataset) -> bench_time::PlanFacts {
     let refs = ds.reference_rates.as_ref();
     let load = refs.and_then(|r| r.ref_load);
     let dirs = ds
@@ -360,7 +360,7 @@ fn bp_facts(ds: &Dataset) -> bench_time::BpFacts {
                 .collect()
         })
         .unwrap_or_default();
-    bench_time::BpFacts {
+    bench_time::PlanFacts {
         ref_safe: refs.and_then(|r| r.ref_safe),
         ref_load: load,
         dirs,
@@ -380,7 +380,7 @@ fn sc7(ds: &Dataset) -> Verdict {
         return d.not_testable("no manifest.jsonl: durations unknown");
     }
     // One bench, not the archive: sessions add launches beyond the profile's plan.
-    let t = bench_time::one_bench(&ds.manifest, ds.profile.as_deref(), &bp_facts(ds));
+    let t = bench_time::one_bench(&ds.manifest, ds.profile.as_deref(), &plan_facts(ds));
     if t.stages.is_empty() {
         if t.missing_stages.is_empty() {
             return d.not_testable("no launch in manifest.jsonl: durations unknown");
