@@ -174,7 +174,7 @@ pub(crate) struct BenchTime {
 pub(crate) fn one_bench(
     manifest: &[ManifestRow],
     profile: Option<&str>,
-    bp: &PlanFacts,
+    plan_facts: &PlanFacts,
 ) -> BenchTime {
     let (plan, profile_error) = match profile.map(toml::from_str::<Plan>) {
         Some(Ok(p)) => (Some(p), None),
@@ -251,8 +251,8 @@ pub(crate) fn one_bench(
         .as_ref()
         .and_then(|p| p.phase_b.as_ref())
         .and_then(|b| b.rate_override)
-        .or(bp.ref_safe);
-    let due = matches!((b_rate, bp.ref_load), (Some(b), Some(l)) if (b - l).abs() > 1e-9);
+        .or(plan_facts.ref_safe);
+    let due = matches!((b_rate, plan_facts.ref_load), (Some(b), Some(l)) if (b - l).abs() > 1e-9);
     // `[phase_bp]`'s configs, when B' is due: those that saturate at or below ref_load get no
     // B' cells by rule; the others run B' unless every Phase A launch of theirs failed.
     let (bp_by_rule, bp_configs): (Vec<String>, Vec<String>) = match &plan {
@@ -264,7 +264,7 @@ pub(crate) fn one_bench(
             .iter()
             .filter(|c| b.configs.contains(c))
             .cloned()
-            .partition(|c| bp.saturated.contains(c)),
+            .partition(|c| plan_facts.saturated.contains(c)),
         _ => Default::default(),
     };
     let bp_configs: Vec<String> = bp_configs
@@ -277,7 +277,7 @@ pub(crate) fn one_bench(
         .and_then(|p| p.phase_b.as_ref())
         .map(|b| b.shapes.iter().copied().collect())
         .unwrap_or_default();
-    let facts = |dir: &str| bp.dirs.get(dir);
+    let facts = |dir: &str| plan_facts.dirs.get(dir);
     let bp_only = |dir: &str| facts(dir).is_some_and(|f| f.bp && f.shapes.is_empty());
     let full_b =
         |dir: &str| !bp_only(dir) && facts(dir).is_none_or(|f| plan_shapes.is_subset(&f.shapes));

@@ -319,9 +319,9 @@ fn never_served(ds: &Dataset, run: &crate::ingest::Run) -> Option<String> {
     })
 }
 
-/// Phase B' as SC7 reads it: the reference rates (due when ref_load differs from Phase B's
-/// rate); what each launch directory planned
-/// (its Phase B shapes, whether it planned B' cells); the configs that saturate at or below
+/// What SC7 reads beyond the manifest: the reference rates (Phase B' is due when ref_load
+/// differs from Phase B's rate); what each launch directory planned (its Phase A rates, its
+/// Phase B shapes, whether it planned B' cells); the configs that saturate at or below
 /// ref_load (no B' cells).
 fn plan_facts(ds: &Dataset) -> bench_time::PlanFacts {
     let refs = ds.reference_rates.as_ref();
