@@ -987,6 +987,9 @@ fn a_screen_decision_resting_on_one_machine_is_named() {
         "{flip:?}"
     );
     assert!(!flip.only_without.iter().any(|l| latency(&l)), "{flip:?}");
+    // Machine 0 holds mooncake_both's launches (its slow one among them): it moves the screen
+    // through them, not only through the pool.
+    assert!(!flip.through_pool_only, "{flip:?}");
     // One warning names machine 0 with that call. Leaving machine 1 out undoes the same call
     // in this data (the screen then reads machine 0's launches alone), so both share the line:
     // one line per distinct change to the screen (what it would set apart only with, and only

@@ -303,6 +303,16 @@ pub struct ScreenFlip {
     /// `mooncake_both TTFT p90 in A/r6_i4096_o256` (or `over every cell`).
     pub only_with: Vec<String>,
     pub only_without: Vec<String>,
+    /// The machine holds no launch of any config the flip names: it moves the screen only
+    /// through the launches of others (plain's, mostly) that carry the pool's degrees of
+    /// freedom, not through the flipped config's own.
+    #[serde(default)]
+    pub through_pool_only: bool,
+}
+
+/// The config a [`screened`] label is of (its first word).
+fn label_config(label: &str) -> &str {
+    label.split_whitespace().next().unwrap_or(label)
 }
 
 /// What the screen set apart, as `config metric in cell` labels.
@@ -354,10 +364,17 @@ pub(crate) fn screen_without_each_machine(
             let without = screened(&s);
             let only_with: Vec<String> = with.difference(&without).cloned().collect();
             let only_without: Vec<String> = without.difference(&with).cloned().collect();
+            let holds = |label: &String| {
+                per_launch
+                    .iter()
+                    .any(|c| c.machine.as_deref() == Some(m) && c.key.config == label_config(label))
+            };
+            let through_pool_only = !only_with.iter().chain(&only_without).any(holds);
             (!only_with.is_empty() || !only_without.is_empty()).then(|| ScreenFlip {
                 machine: m.to_owned(),
                 only_with,
                 only_without,
+                through_pool_only,
             })
         })
         .collect()
@@ -369,14 +386,14 @@ pub(crate) fn screen_without_each_machine(
 /// carry the pool's degrees of freedom), and four lines saying the same thing read as four
 /// problems.
 pub(crate) fn screen_flip_warnings(flips: &[ScreenFlip]) -> Vec<String> {
-    let mut groups: Vec<(&ScreenFlip, Vec<&str>)> = Vec::new();
+    let mut groups: Vec<(&ScreenFlip, Vec<&ScreenFlip>)> = Vec::new();
     for f in flips {
         match groups
             .iter_mut()
             .find(|(g, _)| g.only_with == f.only_with && g.only_without == f.only_without)
         {
-            Some((_, machines)) => machines.push(&f.machine),
-            None => groups.push((f, vec![f.machine.as_str()])),
+            Some((_, machines)) => machines.push(f),
+            None => groups.push((f, vec![f])),
         }
     }
     let part =
@@ -391,12 +408,48 @@ pub(crate) fn screen_flip_warnings(flips: &[ScreenFlip]) -> Vec<String> {
             .into_iter()
             .flatten()
             .collect();
+            let names = |v: &[&ScreenFlip]| {
+                v.iter()
+                    .map(|f| f.machine.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let (pool_only, own): (Vec<&ScreenFlip>, Vec<&ScreenFlip>) =
+                machines.iter().partition(|f| f.through_pool_only);
+            let mut configs: Vec<&str> = f
+                .only_with
+                .iter()
+                .chain(&f.only_without)
+                .map(|l| label_config(l))
+                .collect();
+            configs.sort_unstable();
+            configs.dedup();
+            let configs = configs.join(" or ");
+            let why = match (pool_only.as_slice(), own.is_empty()) {
+                ([], _) => String::new(),
+                ([_], true) if machines.len() == 1 => format!(
+                    " (it holds no launch of {configs}: it moves the screen through the pool's degrees of freedom)"
+                ),
+                (_, true) => format!(
+                    " (none of them holds a launch of {configs}: they move the screen through the pool's degrees of freedom)"
+                ),
+                (p, false) => format!(
+                    " ({} of them, {}, {} no launch of {configs}: {} the screen through the pool's degrees of freedom)",
+                    p.len(),
+                    names(p),
+                    if p.len() == 1 { "holds" } else { "hold" },
+                    if p.len() == 1 { "it moves" } else { "they move" },
+                ),
+            };
             let whose = match machines.as_slice() {
-                [one] => format!("rests on one machine: without the launches of {one}"),
+                [one] => format!(
+                    "rests on one machine: without the launches of {}{why}",
+                    one.machine
+                ),
                 many => format!(
-                    "rests on each of {} machines: without the launches of any one of {}",
+                    "rests on each of {} machines: without the launches of any one of {}{why}",
                     many.len(),
-                    many.join(", ")
+                    names(many)
                 ),
             };
             format!(
@@ -951,6 +1004,7 @@ mod tests {
             machine: m.to_owned(),
             only_with: with.iter().map(|s| s.to_string()).collect(),
             only_without: without.iter().map(|s| s.to_string()).collect(),
+            through_pool_only: false,
         };
         let nixl = "nixl_both TPOT p90 in A/r2_i4096_o256";
         let w = screen_flip_warnings(&[
@@ -972,6 +1026,50 @@ mod tests {
             "{w:?}"
         );
         assert!(screen_flip_warnings(&[]).is_empty());
+    }
+
+    /// Machines that hold no launch of the config a flip names (the H100 root's plain-only
+    /// machines, which carry the pool's df) are said to be such: all of one group, part of
+    /// it (named, with the verb in number), or a lone machine; a machine holding the config's
+    /// launches adds nothing to the line.
+    #[test]
+    fn machines_that_move_the_screen_only_through_the_pool_are_said_to() {
+        let flip = |m: &str, pool: bool| ScreenFlip {
+            machine: m.to_owned(),
+            only_with: vec!["lmcache_only step p50 in A/r2_i4096_o256".to_owned()],
+            only_without: Vec::new(),
+            through_pool_only: pool,
+        };
+        let why = "through the pool's degrees of freedom";
+        let w = screen_flip_warnings(&[
+            flip("boot a", false),
+            flip("boot d", true),
+            flip("boot e", true),
+        ]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("any one of boot a, boot d, boot e (2 of them, boot d, boot e, hold no launch of lmcache_only: they move the screen through"),
+            "{w:?}"
+        );
+        let w = screen_flip_warnings(&[flip("boot a", false), flip("boot d", true)]);
+        assert!(
+            w[0].contains("boot a, boot d (1 of them, boot d, holds no launch of lmcache_only: it moves the screen"),
+            "{w:?}"
+        );
+        let w = screen_flip_warnings(&[flip("boot d", true), flip("boot e", true)]);
+        assert!(
+            w[0].contains("boot d, boot e (none of them holds a launch of lmcache_only: they move"),
+            "{w:?}"
+        );
+        let w = screen_flip_warnings(&[flip("boot d", true)]);
+        assert!(
+            w[0].contains(
+                "without the launches of boot d (it holds no launch of lmcache_only: it moves"
+            ),
+            "{w:?}"
+        );
+        let w = screen_flip_warnings(&[flip("boot a", false)]);
+        assert!(!w[0].contains(why), "{w:?}");
     }
 
     /// plain and mooncake_both, two launches each on one machine, Phase A at 1, 2 and 4 req/s
