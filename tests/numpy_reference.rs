@@ -3,6 +3,8 @@
 //! with numpy's default (linear) percentile and the DESIGN definitions (warm-up and non-ok
 //! requests left out; TTFT = first token - send; TPOT = (last - first token) / (tokens - 1)),
 //! using none of the tool's analysis code (only `ctax cat`, the archive's lossless decoder).
+//! From those p90s, `tools/tax_by_hand.py` recomputes every tax's point estimate, the launches
+//! it compares and H1-H3's estimates by DESIGN §4.3's within-machine weighting.
 //! Needs `CTAX_VLLM_VENV` (its python has numpy; `bash tools/setup.sh` provides it).
 
 use std::path::{Path, PathBuf};
@@ -35,6 +37,31 @@ fn check(py: &Path, root: &Path, summary: &Path) -> (bool, String) {
         String::from_utf8_lossy(&o.stderr)
     );
     (o.status.success(), text)
+}
+
+/// Runs the tax reference on a report's summary and verdicts: (exit ok, stdout + stderr).
+fn check_taxes(py: &Path, summary: &Path, verdicts: &Path) -> (bool, String) {
+    let o = Command::new(py)
+        .arg(repo().join("tools/tax_by_hand.py"))
+        .arg(summary)
+        .arg(verdicts)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+/// The number of values the tax reference checked, from its last line (none bad).
+fn taxes_checked(text: &str) -> usize {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("checked ") && l.ends_with(" taxes, 0 bad"))
+        .unwrap_or_else(|| panic!("no clean `checked` line:\n{text}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
 fn per_launch_len(summary: &Path) -> usize {
@@ -106,4 +133,94 @@ fn h100_root_p90s_equal_numpy_and_a_changed_p90_is_caught() {
         text.contains(&format!("{where_} ttft_ms: p90")) && text.contains(", 1 bad"),
         "the changed launch-cell {where_} is not named alone:\n{text}"
     );
+}
+
+/// Every tax of the committed report equals the within-machine weighting done by hand from its
+/// per-launch p90s and step p50s (which the test above checks against the raw records), on the
+/// launches the definition picks, and H1-H3's estimates follow from those taxes: 3 values
+/// (TTFT, TPOT, step) for nearly every one of the archive's 39 taxes, plus H1-H3.
+#[test]
+fn committed_site_taxes_equal_the_within_machine_weighting_by_hand() {
+    let Some(py) = python() else { return };
+    let data = repo().join("site/data");
+    let (ok, text) = check_taxes(&py, &data.join("summary.json"), &data.join("verdicts.json"));
+    assert!(ok, "{text}");
+    assert!(taxes_checked(&text) > 100, "{text}");
+}
+
+/// The tax reference is not blind: on the H100 root's report, a tax estimate moved by 0.1%, a
+/// launch dropped from a tax's pairing and an H1 estimate moved by 0.1% are each reported, by
+/// config, context and metric.
+#[test]
+fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
+    let Some(py) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
+        .arg("report")
+        .arg(repo().join("results/h100-2026-12-05"))
+        .arg("--out")
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (summary, verdicts) = (
+        tmp.path().join("data/summary.json"),
+        tmp.path().join("data/verdicts.json"),
+    );
+    let (ok, text) = check_taxes(&py, &summary, &verdicts);
+    assert!(ok, "{text}");
+    assert!(taxes_checked(&text) >= 20, "{text}");
+
+    let read = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let changed = |name: &str, v: &serde_json::Value| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, serde_json::to_string(v).unwrap()).unwrap();
+        p
+    };
+    let s = read(&summary);
+    let i = s["taxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|t| t["config"] == "mooncake_both" && t["context"] == "ref_safe")
+        .expect("mooncake_both at ref_safe");
+
+    let mut v = s.clone();
+    let est = v["taxes"][i]["tpot_p90"]["value"]["est"].as_f64().unwrap();
+    v["taxes"][i]["tpot_p90"]["value"]["est"] =
+        serde_json::json!(est + 0.001 * est.abs().max(1e-3));
+    let (ok, text) = check_taxes(&py, &changed("tpot.json", &v), &verdicts);
+    assert!(!ok, "a changed tax passed:\n{text}");
+    assert!(
+        text.contains("mooncake_both ref_safe A/r2_i4096_o256 tpot_p90: by hand")
+            && text.contains(", 1 bad"),
+        "{text}"
+    );
+
+    let mut v = s.clone();
+    v["taxes"][i]["paired_launches"]
+        .as_array_mut()
+        .unwrap()
+        .pop();
+    let (ok, text) = check_taxes(&py, &changed("launches.json", &v), &verdicts);
+    assert!(!ok, "a dropped launch passed:\n{text}");
+    assert!(
+        text.contains("mooncake_both ref_safe A/r2_i4096_o256: launches by hand"),
+        "{text}"
+    );
+
+    let mut v = read(&verdicts);
+    let h1 = v["hypotheses"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|h| h["id"] == "h1")
+        .unwrap();
+    let est = h1["estimate"]["est"].as_f64().unwrap();
+    h1["estimate"]["est"] = serde_json::json!(est * 1.001);
+    let (ok, text) = check_taxes(&py, &summary, &changed("verdicts.json", &v));
+    assert!(!ok, "a changed H1 passed:\n{text}");
+    assert!(text.contains("H1 estimate: by hand"), "{text}");
 }
