@@ -4,7 +4,7 @@
 //! requests left out; TTFT = first token - send; TPOT = (last - first token) / (tokens - 1)),
 //! using none of the tool's analysis code (only `ctax cat`, the archive's lossless decoder).
 //! From those p90s, `tools/tax_by_hand.py` recomputes every tax's point estimate, the launches
-//! it compares and H1-H3's estimates by DESIGN §4.3's within-machine weighting.
+//! it compares and H1-H6's estimates by DESIGN §4.3's within-machine weighting.
 //! Needs `CTAX_VLLM_VENV` (its python has numpy; `bash tools/setup.sh` provides it).
 
 use std::path::{Path, PathBuf};
@@ -137,8 +137,9 @@ fn h100_root_p90s_equal_numpy_and_a_changed_p90_is_caught() {
 
 /// Every tax of the committed report equals the within-machine weighting done by hand from its
 /// per-launch p90s and step p50s (which the test above checks against the raw records), on the
-/// launches the definition picks, and H1-H3's estimates follow from those taxes: 3 values
-/// (TTFT, TPOT, step) for nearly every one of the archive's 39 taxes, plus H1-H3.
+/// launches the definition picks, and H1-H6's estimates follow from those taxes: 3 values
+/// (TTFT, TPOT, step) for nearly every one of the archive's 39 taxes, plus H1-H6 (the archive
+/// has Phase B, so H5 and H6 are estimated). H6 moved by 0.1 pp is caught by name.
 #[test]
 fn committed_site_taxes_equal_the_within_machine_weighting_by_hand() {
     let Some(py) = python() else { return };
@@ -146,6 +147,29 @@ fn committed_site_taxes_equal_the_within_machine_weighting_by_hand() {
     let (ok, text) = check_taxes(&py, &data.join("summary.json"), &data.join("verdicts.json"));
     assert!(ok, "{text}");
     assert!(taxes_checked(&text) > 100, "{text}");
+
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("verdicts.json")).unwrap())
+            .unwrap();
+    let h6 = v["hypotheses"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|h| h["id"] == "h6")
+        .unwrap();
+    let est = h6["estimate"]["est"]
+        .as_f64()
+        .expect("H6 is estimated on the archive");
+    h6["estimate"]["est"] = serde_json::json!(est + 0.001);
+    let tmp = tempfile::tempdir().unwrap();
+    let changed = tmp.path().join("verdicts.json");
+    std::fs::write(&changed, serde_json::to_string(&v).unwrap()).unwrap();
+    let (ok, text) = check_taxes(&py, &data.join("summary.json"), &changed);
+    assert!(!ok, "a changed H6 passed:\n{text}");
+    assert!(
+        text.contains("H6 estimate: by hand") && text.contains(", 1 bad"),
+        "{text}"
+    );
 }
 
 /// The tax reference is not blind: on the H100 root's report, a tax estimate moved by 0.1%, a

@@ -19,10 +19,16 @@ DESIGN.md §4.3 "Machines":
     launch-cells with step data.
 
 With VERDICTS_JSON (the same report's `data/verdicts.json`) it also recomputes the point
-estimates of H1-H3 from the by-hand taxes at ref_safe (seed §H1-H3): H1 the TTFT p90 tax of
-mooncake_both, H2 its TTFT p90 tax minus nixl_both's, H3 noop_connector's over mooncake_both's
-(which the report leaves undefined unless mooncake_both's tax CI lies above 0: then none is
-expected).
+estimates of H1-H6 from the by-hand taxes (seed §H1-H6):
+  - at ref_safe, TTFT p90: H1 mooncake_both's tax; H2 it minus nixl_both's; H3 noop_connector's
+    over mooncake_both's; H4 |multi - (mooncake + lmcache)| / |multi| over mooncake_both,
+    lmcache_only and multi_mooncake_lmcache, or their NHD variants (mooncake_both_nhd,
+    lmcache_only, multi_mooncake_lmcache_nhd) when multi_mooncake_lmcache has no tax there. The
+    report leaves H3 (H4) undefined unless mooncake_both's (the multi config's) tax CI lies
+    above 0: then none is expected;
+  - over Phase B's shapes of mooncake_both: H5 the mean, over the output lengths with at least
+    two input lengths, of the TTFT p90 tax at the longest input minus at the shortest; H6 the
+    same of the TPOT p90 tax along output lengths, over the input lengths.
 
 Prints every disagreement (relative 1e-6) and `checked N values in M taxes, K bad`; exits 1 when
 any value or launch list disagrees, or nothing was checked. Standard library only.
@@ -71,7 +77,7 @@ def main(path, verdicts_path=None):
         return out
 
     checked = bad = 0
-    hand_ttft = {}
+    hand_of = {}
     for t in s["taxes"]:
         config, phase, cell = t["config"], t["phase"], t["cell"]
         where = f"{config} {t['context']} {phase}/{cell}"
@@ -98,32 +104,61 @@ def main(path, verdicts_path=None):
                 continue
             checked += 1
             hand = None if d is None else back(d)
-            if metric == "ttft_p90":
-                hand_ttft[(config, t["context"])] = hand
+            hand_of[(config, t["context"], phase, cell, metric)] = hand
             est = None if reported is None else reported["est"]
             if hand is None or est is None or abs(hand - est) > 1e-9 + 1e-6 * abs(est):
                 print(f"{where} {metric}: by hand {hand}, report {est}")
                 bad += 1
     if verdicts_path:
         v = {h["id"]: h for h in json.load(open(verdicts_path))["hypotheses"]}
-        tax = lambda c: hand_ttft.get((c, "ref_safe"))
-        mb, nixl, noop = tax("mooncake_both"), tax("nixl_both"), tax("noop_connector")
-        ci = next(
-            (
-                (t.get("ttft_p90") or {}).get("value")
-                for t in s["taxes"]
-                if t["config"] == "mooncake_both" and t["context"] == "ref_safe"
-            ),
-            None,
-        )
-        mb_not_above_0 = ci is not None and ci["lo"] <= 0
+        a_cells = {}
+        for (c, ctx, ph, cell, m), x in hand_of.items():
+            if ctx == "ref_safe" and m == "ttft_p90":
+                a_cells[c] = x
+
+        def lo_of(config):
+            """The report's lower CI bound of `config`'s TTFT p90 tax at ref_safe."""
+            for t in s["taxes"]:
+                if t["config"] == config and t["context"] == "ref_safe":
+                    return ((t.get("ttft_p90") or {}).get("value") or {}).get("lo")
+            return None
+
+        def both(*xs):
+            return None if any(x is None for x in xs) else xs
+
+        mb, nixl, noop = (a_cells.get(c) for c in ("mooncake_both", "nixl_both", "noop_connector"))
+        h4_cfgs = ("mooncake_both", "lmcache_only", "multi_mooncake_lmcache")
+        if "multi_mooncake_lmcache" not in a_cells:
+            h4_cfgs = ("mooncake_both_nhd", "lmcache_only", "multi_mooncake_lmcache_nhd")
+        m4, l4, x4 = (a_cells.get(c) for c in h4_cfgs)
+        undefined = {
+            "h3": (lo_of("mooncake_both") or 0) <= 0,
+            "h4": (lo_of(h4_cfgs[2]) or 0) <= 0,
+        }
+
+        def along(metric, vary_input):
+            """H5/H6: mean over the fixed length of tax(longest) - tax(shortest)."""
+            g = collections.defaultdict(dict)
+            for (c, ctx, ph, cell, m), x in hand_of.items():
+                if c == "mooncake_both" and ph == "B" and m == metric and x is not None:
+                    i, o = (int(p[1:]) for p in cell.split("_")[1:3])
+                    fixed, varying = (o, i) if vary_input else (i, o)
+                    g[fixed][varying] = x
+            rows = [r for r in g.values() if len(r) >= 2]
+            if not rows:
+                return None
+            return sum(r[max(r)] - r[min(r)] for r in rows) / len(rows)
+
         for hid, hand in (
             ("h1", mb),
-            ("h2", None if mb is None or nixl is None else mb - nixl),
-            ("h3", None if mb is None or noop is None or mb == 0 else noop / mb),
+            ("h2", both(mb, nixl) and mb - nixl),
+            ("h3", both(mb, noop) and noop / mb if mb else None),
+            ("h4", both(m4, l4, x4) and abs(x4 - (m4 + l4)) / abs(x4) if x4 else None),
+            ("h5", along("ttft_p90", True)),
+            ("h6", along("tpot_p90", False)),
         ):
             est = (v.get(hid, {}).get("estimate") or {}).get("est")
-            if hid == "h3" and est is None and mb_not_above_0:
+            if est is None and undefined.get(hid):
                 continue
             if hand is None and est is None:
                 continue
