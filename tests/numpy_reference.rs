@@ -22,13 +22,11 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Runs the reference on ROOT against SUMMARY: (exit ok, stdout + stderr).
-fn check(py: &Path, root: &Path, summary: &Path) -> (bool, String) {
+/// Runs `tools/SCRIPT` with ARGS: (exit ok, stdout + stderr).
+fn run_tool(py: &Path, script: &str, args: &[&Path]) -> (bool, String) {
     let o = Command::new(py)
-        .arg(repo().join("tools/p90_by_hand.py"))
-        .arg(root)
-        .arg(summary)
-        .arg(env!("CARGO_BIN_EXE_ctax"))
+        .arg(repo().join("tools").join(script))
+        .args(args)
         .output()
         .unwrap();
     let text = format!(
@@ -39,20 +37,49 @@ fn check(py: &Path, root: &Path, summary: &Path) -> (bool, String) {
     (o.status.success(), text)
 }
 
+/// Runs the reference on ROOT against SUMMARY: (exit ok, stdout + stderr).
+fn check(py: &Path, root: &Path, summary: &Path) -> (bool, String) {
+    let ctax = Path::new(env!("CARGO_BIN_EXE_ctax"));
+    run_tool(py, "p90_by_hand.py", &[root, summary, ctax])
+}
+
 /// Runs the tax reference on a report's summary and verdicts: (exit ok, stdout + stderr).
 fn check_taxes(py: &Path, summary: &Path, verdicts: &Path) -> (bool, String) {
-    let o = Command::new(py)
-        .arg(repo().join("tools/tax_by_hand.py"))
-        .arg(summary)
-        .arg(verdicts)
+    run_tool(py, "tax_by_hand.py", &[summary, verdicts])
+}
+
+/// A fresh `ctax report` of the H100 root into OUT.
+fn render_h100(out: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
+        .arg("report")
+        .arg(repo().join("results/h100-2026-12-05"))
+        .arg("--out")
+        .arg(out)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.success(), text)
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn read_json(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// Writes V as DIR/NAME and returns that path.
+fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string(v).unwrap()).unwrap();
+    p
+}
+
+/// Hypothesis ID's point estimate in a `verdicts.json` value, to change in place.
+fn estimate_of<'a>(verdicts: &'a mut serde_json::Value, id: &str) -> &'a mut serde_json::Value {
+    let h = verdicts["hypotheses"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|h| h["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}"));
+    &mut h["estimate"]["est"]
 }
 
 /// The number of values the tax reference checked, from its last line (none bad).
@@ -65,9 +92,7 @@ fn taxes_checked(text: &str) -> usize {
 }
 
 fn per_launch_len(summary: &Path) -> usize {
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
-    v["per_launch"].as_array().unwrap().len()
+    read_json(summary)["per_launch"].as_array().unwrap().len()
 }
 
 /// The reference's last line must say it checked both metrics of every launch-cell, none bad.
@@ -98,14 +123,7 @@ fn h100_root_p90s_equal_numpy_and_a_changed_p90_is_caught() {
     let Some(py) = python() else { return };
     let root = repo().join("results/h100-2026-12-05");
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
-        .arg("report")
-        .arg(&root)
-        .arg("--out")
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    render_h100(tmp.path());
     let summary = tmp.path().join("data/summary.json");
     let cells = per_launch_len(&summary);
     let (ok, text) = check(&py, &root, &summary);
@@ -113,8 +131,7 @@ fn h100_root_p90s_equal_numpy_and_a_changed_p90_is_caught() {
     assert_all_checked(&text, cells);
 
     // The reference is not blind: one TTFT p90 moved by 0.1% is reported by its launch-cell.
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let mut v = read_json(&summary);
     let first = &mut v["per_launch"][0];
     let where_ = format!(
         "{} l{} {}/{}",
@@ -125,8 +142,7 @@ fn h100_root_p90s_equal_numpy_and_a_changed_p90_is_caught() {
     );
     let est = first["ttft_ms"]["p90"]["est"].as_f64().unwrap();
     first["ttft_ms"]["p90"]["est"] = serde_json::json!(est * 1.001);
-    let changed = tmp.path().join("changed.json");
-    std::fs::write(&changed, serde_json::to_string(&v).unwrap()).unwrap();
+    let changed = write_json(tmp.path(), "changed.json", &v);
     let (ok, text) = check(&py, &root, &changed);
     assert!(!ok, "a changed p90 passed:\n{text}");
     assert!(
@@ -148,22 +164,12 @@ fn committed_site_taxes_equal_the_within_machine_weighting_by_hand() {
     assert!(ok, "{text}");
     assert!(taxes_checked(&text) > 100, "{text}");
 
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.join("verdicts.json")).unwrap())
-            .unwrap();
-    let h6 = v["hypotheses"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|h| h["id"] == "h6")
-        .unwrap();
-    let est = h6["estimate"]["est"]
-        .as_f64()
-        .expect("H6 is estimated on the archive");
-    h6["estimate"]["est"] = serde_json::json!(est + 0.001);
+    let mut v = read_json(&data.join("verdicts.json"));
+    let h6 = estimate_of(&mut v, "h6");
+    let est = h6.as_f64().expect("H6 is estimated on the archive");
+    *h6 = serde_json::json!(est + 0.001);
     let tmp = tempfile::tempdir().unwrap();
-    let changed = tmp.path().join("verdicts.json");
-    std::fs::write(&changed, serde_json::to_string(&v).unwrap()).unwrap();
+    let changed = write_json(tmp.path(), "verdicts.json", &v);
     let (ok, text) = check_taxes(&py, &data.join("summary.json"), &changed);
     assert!(!ok, "a changed H6 passed:\n{text}");
     assert!(
@@ -179,14 +185,7 @@ fn committed_site_taxes_equal_the_within_machine_weighting_by_hand() {
 fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
     let Some(py) = python() else { return };
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
-        .arg("report")
-        .arg(repo().join("results/h100-2026-12-05"))
-        .arg("--out")
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    render_h100(tmp.path());
     let (summary, verdicts) = (
         tmp.path().join("data/summary.json"),
         tmp.path().join("data/verdicts.json"),
@@ -195,15 +194,7 @@ fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
     assert!(ok, "{text}");
     assert!(taxes_checked(&text) >= 20, "{text}");
 
-    let read = |p: &Path| -> serde_json::Value {
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
-    let changed = |name: &str, v: &serde_json::Value| {
-        let p = tmp.path().join(name);
-        std::fs::write(&p, serde_json::to_string(v).unwrap()).unwrap();
-        p
-    };
-    let s = read(&summary);
+    let s = read_json(&summary);
     let i = s["taxes"]
         .as_array()
         .unwrap()
@@ -215,7 +206,7 @@ fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
     let est = v["taxes"][i]["tpot_p90"]["value"]["est"].as_f64().unwrap();
     v["taxes"][i]["tpot_p90"]["value"]["est"] =
         serde_json::json!(est + 0.001 * est.abs().max(1e-3));
-    let (ok, text) = check_taxes(&py, &changed("tpot.json", &v), &verdicts);
+    let (ok, text) = check_taxes(&py, &write_json(tmp.path(), "tpot.json", &v), &verdicts);
     assert!(!ok, "a changed tax passed:\n{text}");
     assert!(
         text.contains("mooncake_both ref_safe A/r2_i4096_o256 tpot_p90: by hand")
@@ -228,23 +219,18 @@ fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
         .as_array_mut()
         .unwrap()
         .pop();
-    let (ok, text) = check_taxes(&py, &changed("launches.json", &v), &verdicts);
+    let (ok, text) = check_taxes(&py, &write_json(tmp.path(), "launches.json", &v), &verdicts);
     assert!(!ok, "a dropped launch passed:\n{text}");
     assert!(
         text.contains("mooncake_both ref_safe A/r2_i4096_o256: launches by hand"),
         "{text}"
     );
 
-    let mut v = read(&verdicts);
-    let h1 = v["hypotheses"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|h| h["id"] == "h1")
-        .unwrap();
-    let est = h1["estimate"]["est"].as_f64().unwrap();
-    h1["estimate"]["est"] = serde_json::json!(est * 1.001);
-    let (ok, text) = check_taxes(&py, &summary, &changed("verdicts.json", &v));
+    let mut v = read_json(&verdicts);
+    let h1 = estimate_of(&mut v, "h1");
+    let est = h1.as_f64().unwrap();
+    *h1 = serde_json::json!(est * 1.001);
+    let (ok, text) = check_taxes(&py, &summary, &write_json(tmp.path(), "verdicts.json", &v));
     assert!(!ok, "a changed H1 passed:\n{text}");
     assert!(text.contains("H1 estimate: by hand"), "{text}");
 }

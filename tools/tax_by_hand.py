@@ -66,13 +66,17 @@ def main(path, verdicts_path=None):
             q = (c.get(field) or {}).get("p90")
         return q["est"] if q else None
 
+    def complete(who, phase, cell):
+        """`who`'s complete launch-cells of (phase, cell)."""
+        return [c for c in rows[(who, phase, cell)] if c.get("complete")]
+
     def by_machine(config, phase, cell, field):
         """machine -> config -> the complete launch-cells' estimates (plain and the config)."""
         out = collections.defaultdict(lambda: collections.defaultdict(list))
         for who in (config, "plain"):
-            for c in rows[(who, phase, cell)]:
+            for c in complete(who, phase, cell):
                 v = value(c, field)
-                if c.get("complete") and v is not None:
+                if v is not None:
                     out[c["machine"]][who].append(v)
         return out
 
@@ -82,11 +86,10 @@ def main(path, verdicts_path=None):
         config, phase, cell = t["config"], t["phase"], t["cell"]
         where = f"{config} {t['context']} {phase}/{cell}"
         # The launches compared.
-        complete = lambda who: [c for c in rows[(who, phase, cell)] if c.get("complete")]
-        x_machines = {c["machine"] for c in complete(config)}
-        p_machines = {c["machine"] for c in complete("plain")}
-        mine = sorted(c["launch"] for c in complete(config) if c["machine"] in p_machines)
-        plain = sorted(c["launch"] for c in complete("plain") if c["machine"] in x_machines)
+        xs, ps = complete(config, phase, cell), complete("plain", phase, cell)
+        x_machines, p_machines = {c["machine"] for c in xs}, {c["machine"] for c in ps}
+        mine = sorted(c["launch"] for c in xs if c["machine"] in p_machines)
+        plain = sorted(c["launch"] for c in ps if c["machine"] in x_machines)
         if mine != sorted(t["paired_launches"]) or plain != sorted(t["plain_launches"]):
             print(
                 f"{where}: launches by hand {mine} vs plain {plain}; "

@@ -427,7 +427,8 @@ pub(crate) fn screen_flip_warnings(flips: &[ScreenFlip]) -> Vec<String> {
             let configs = configs.join(" or ");
             let why = match (pool_only.as_slice(), own.is_empty()) {
                 ([], _) => String::new(),
-                ([_], true) if machines.len() == 1 => format!(
+                // One machine, holding none of them (the group is that machine alone).
+                ([_], true) => format!(
                     " (it holds no launch of {configs}: it moves the screen through the pool's degrees of freedom)"
                 ),
                 (_, true) => format!(
