@@ -4,7 +4,9 @@
 //! requests left out; TTFT = first token - send; TPOT = (last - first token) / (tokens - 1)),
 //! using none of the tool's analysis code (only `ctax cat`, the archive's lossless decoder).
 //! From those p90s, `tools/tax_by_hand.py` recomputes every tax's point estimate, the launches
-//! it compares and H1-H6's estimates by DESIGN §4.3's within-machine weighting.
+//! it compares and H1-H6's estimates by DESIGN §4.3's within-machine weighting, and
+//! `tools/ci_by_hand.py` works out every TTFT/TPOT p90 tax's CI in closed form (the t-interval
+//! the launch-noise bootstrap stands for) and checks the report's bounds and detections.
 //! Needs `CTAX_VLLM_VENV` (its python has numpy; `bash tools/setup.sh` provides it).
 
 use std::path::{Path, PathBuf};
@@ -46,6 +48,38 @@ fn check(py: &Path, root: &Path, summary: &Path) -> (bool, String) {
 /// Runs the tax reference on a report's summary and verdicts: (exit ok, stdout + stderr).
 fn check_taxes(py: &Path, summary: &Path, verdicts: &Path) -> (bool, String) {
     run_tool(py, "tax_by_hand.py", &[summary, verdicts])
+}
+
+/// Runs the CI reference on a report's summary and verdicts: (exit ok, stdout + stderr).
+fn check_cis(py: &Path, summary: &Path, verdicts: &Path) -> (bool, String) {
+    run_tool(py, "ci_by_hand.py", &[summary, verdicts])
+}
+
+/// From the CI reference's last line: (bounds checked, intervals checked exactly).
+fn cis_checked(text: &str) -> (usize, usize) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("checked ") && l.contains(" 0 bad;"))
+        .unwrap_or_else(|| panic!("no clean `checked` line:\n{text}"));
+    let num = |after: &str| -> usize {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    (num("checked "), num("(exact "))
+}
+
+/// The index of `config`'s tax at ref_safe in a summary value.
+fn ref_safe_tax(s: &serde_json::Value, config: &str) -> usize {
+    s["taxes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|t| t["config"] == config && t["context"] == "ref_safe")
+        .unwrap_or_else(|| panic!("{config} at ref_safe"))
 }
 
 /// A fresh `ctax report` of the H100 root into OUT.
@@ -233,4 +267,115 @@ fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
     let (ok, text) = check_taxes(&py, &summary, &write_json(tmp.path(), "verdicts.json", &v));
     assert!(!ok, "a changed H1 passed:\n{text}");
     assert!(text.contains("H1 estimate: by hand"), "{text}");
+}
+
+/// Every TTFT/TPOT p90 tax CI on `site/` equals the t-interval its launch-noise model stands for
+/// (t_df * s / sqrt(sum of the machine weights) on the log scale, DESIGN §4.3), within three Monte
+/// Carlo errors of the bootstrap: 76 intervals, 56 of them exact t-intervals (6 Welch, 14 where the
+/// request-level floor binds: there the report's must contain the t-interval). The reference is not
+/// blind: H1's interval narrowed by 15% on the log scale, the 2 req/s cell's TTFT variance
+/// raised by 30% (every ref_safe TTFT tax then disagrees, and mooncake_both's "tax" would read
+/// inconclusive) and a detection changed from "tax" to "inconclusive" (nixl_both's, whose
+/// interval the request-level floor widens: read against its own bounds) are each caught by name.
+#[test]
+fn committed_site_tax_cis_equal_the_t_interval_by_hand() {
+    let Some(py) = python() else { return };
+    let data = repo().join("site/data");
+    let (summary, verdicts) = (data.join("summary.json"), data.join("verdicts.json"));
+    let (ok, text) = check_cis(&py, &summary, &verdicts);
+    assert!(ok, "{text}");
+    let (bounds, exact) = cis_checked(&text);
+    assert!(bounds > 140 && exact > 40, "{text}");
+
+    let s = read_json(&summary);
+    let tmp = tempfile::tempdir().unwrap();
+    let i = ref_safe_tax(&s, "mooncake_both");
+
+    let mut v = s.clone();
+    let x = &mut v["taxes"][i]["ttft_p90"]["value"];
+    let d = x["est"].as_f64().unwrap().ln_1p();
+    for b in ["lo", "hi"] {
+        let y = x[b].as_f64().unwrap().ln_1p();
+        x[b] = serde_json::json!((d + 0.85 * (y - d)).exp_m1());
+    }
+    let (ok, text) = check_cis(&py, &write_json(tmp.path(), "narrow.json", &v), &verdicts);
+    assert!(!ok, "a narrowed CI passed:\n{text}");
+    assert!(
+        text.contains("mooncake_both ref_safe A/r2_i4096_o256 ttft_p90: report")
+            && text.contains("lo, hi off")
+            && text.contains("H1's interval"),
+        "{text}"
+    );
+
+    let mut v = s.clone();
+    let var = &mut v["launch_noise"]["cells"]["A/r2_i4096_o256"]["ttft_p90"]["var"];
+    *var = serde_json::json!(var.as_f64().unwrap() * 1.3);
+    let (ok, text) = check_cis(&py, &write_json(tmp.path(), "var.json", &v), &verdicts);
+    assert!(!ok, "a changed variance passed:\n{text}");
+    for config in ["noop_connector", "mooncake_producer", "mooncake_both"] {
+        assert!(
+            text.contains(&format!(
+                "{config} ref_safe A/r2_i4096_o256 ttft_p90: report"
+            )),
+            "{config}:\n{text}"
+        );
+    }
+    assert!(
+        text.contains(
+            "mooncake_both ref_safe A/r2_i4096_o256 ttft_p90: detection tax, by hand inconclusive"
+        ),
+        "{text}"
+    );
+
+    let mut v = s.clone();
+    let j = ref_safe_tax(&s, "nixl_both");
+    assert_eq!(v["taxes"][j]["ttft_p90"]["detection"], "tax");
+    v["taxes"][j]["ttft_p90"]["detection"] = serde_json::json!("inconclusive");
+    let (ok, text) = check_cis(
+        &py,
+        &write_json(tmp.path(), "detection.json", &v),
+        &verdicts,
+    );
+    assert!(!ok, "a changed detection passed:\n{text}");
+    assert!(
+        text.contains(
+            "nixl_both ref_safe A/r2_i4096_o256 ttft_p90: detection inconclusive, its own interval reads tax"
+        ) && text.contains(", 1 bad;"),
+        "{text}"
+    );
+}
+
+/// On the H100 root's fresh report the CIs agree with the t-interval too (most of its intervals
+/// carry the request-level floor, so the check is one-sided there), and an interval narrowed
+/// inside the t-interval is caught even where the floor binds.
+#[test]
+fn h100_tax_cis_contain_the_t_interval_by_hand() {
+    let Some(py) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    render_h100(tmp.path());
+    let (summary, verdicts) = (
+        tmp.path().join("data/summary.json"),
+        tmp.path().join("data/verdicts.json"),
+    );
+    let (ok, text) = check_cis(&py, &summary, &verdicts);
+    assert!(ok, "{text}");
+    let (bounds, _) = cis_checked(&text);
+    assert!(bounds >= 30, "{text}");
+
+    let s = read_json(&summary);
+    let i = ref_safe_tax(&s, "mooncake_both");
+    let mut v = s.clone();
+    let x = &mut v["taxes"][i]["ttft_p90"]["value"];
+    let d = x["est"].as_f64().unwrap().ln_1p();
+    for b in ["lo", "hi"] {
+        let y = x[b].as_f64().unwrap().ln_1p();
+        x[b] = serde_json::json!((d + 0.6 * (y - d)).exp_m1());
+    }
+    let (ok, text) = check_cis(&py, &write_json(tmp.path(), "narrow.json", &v), &verdicts);
+    assert!(!ok, "a narrowed CI passed:\n{text}");
+    assert!(
+        text.contains("mooncake_both ref_safe A/r2_i4096_o256 ttft_p90: report")
+            && text.contains("floor"),
+        "{text}"
+    );
 }

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Independent check of a report's tax CIs (TTFT and TPOT p90) by the t-interval they stand for.
+
+    python3 tools/ci_by_hand.py SUMMARY_JSON [VERDICTS_JSON]
+
+The report draws a tax's CI by a bootstrap (DESIGN.md §4.3 "Launch-to-launch noise"): each
+launch's log p90 gets replicates `log est + sqrt(max(s2_b, v_req)) * z`, s2_b = s2 * df / chi2_df
+drawn once per replicate and shared by every launch that carries the same variance, and the tax
+is the within-machine weighted mean of the config's launches minus plain's. This tool reads only
+SUMMARY_JSON (a report's `data/summary.json`) and works the same interval out in closed form,
+with none of the tool's code:
+
+  - the launches per machine (the complete launch-cells of the config and of plain, on machines
+    where both ran: as `tools/tax_by_hand.py`) and the weights w_m = k_X k_p / (k_X + k_p);
+  - the variance each side carries, looked up as DESIGN.md says: the config's own in the cell
+    (`launch_noise.own` with that cell), else the cell's pool (`launch_noise.cells`, >= 4 df),
+    else the config's own over every cell (`own` without a cell), else the pool over every cell
+    (`launch_noise.metrics`);
+  - when both sides carry the same variance (one chi2 draw): the log tax is
+    d +- t_{df, 0.975} * s / sqrt(sum w_m), exactly t-distributed (Var of a machine's
+    difference is s2 (1/k_X + 1/k_p) = s2 / w_m; the weighted mean's is s2 / sum w_m) -- "exact";
+  - when they carry different variances (a config, or plain, with its own): Var =
+    sum_m w_m^2 (s2_X / k_X + s2_p / k_p) / (sum w_m)^2 with Welch-Satterthwaite's df -- "Welch";
+  - the request-level floor v_req (each launch's own bootstrap variance, here read back from its
+    p90 CI as ((ln hi - ln lo) / 3.92)^2) can only widen the report's interval. Where it binds with
+    more than 1% probability for some launch (P(chi2_df > df s2 / v_req)), the check is one-sided:
+    the report's interval must contain the t-interval -- "floor".
+
+Tolerances, on the log scale, as a fraction of the t-interval's half-width: three Monte Carlo
+standard errors of a bootstrap's 97.5% point of a t_df variable (the report's resamples, from
+`conventions`; 1.5% of the half-width at df 28 and 10,000 resamples, 2.0% at df 5, 2.6% at df 3), plus a
+slack of 1% (exact) or 8% (Welch: the approximation's own error at df >= 3 is a few %). Every tax
+whose detection (`tax`: CI above 0; `negative`: below) disagrees with its own reported interval
+is printed as bad, and so is one the t-interval would read differently, unless a bound of that
+lies within the tolerance of 0 or the floor binds.
+With VERDICTS_JSON it also checks that H1's interval is mooncake_both's TTFT p90 tax at ref_safe
+and that it lies above, below or across 10% as the t-interval does. The step p50 taxes (a
+difference in µs of log-normal replicates) have no such closed form and are not checked, nor are
+H2-H6's intervals (functions of several taxes). Prints every disagreement and `checked N
+bounds and D detections in M taxes (exact E, Welch W, floor F) and H1's, K bad; largest gap
+...`; exits 1 when any disagrees or nothing was checked. Standard library only.
+"""
+import collections
+import json
+import math
+import sys
+
+# Slack beyond the bootstrap's Monte Carlo error, as a fraction of the half-width: none is
+# needed by the exact interval but rounding; Welch-Satterthwaite's own error at df >= 3 is a few %.
+EXACT_SLACK, WELCH_SLACK, FLOOR_BIND_P = 0.01, 0.08, 0.01
+Z975 = 1.959963984540054
+
+
+def betacf(a, b, x):
+    """Continued fraction of the regularized incomplete beta (Lentz; Numerical Recipes 6.4)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betai(a, b, x):
+    """The regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(lbt) * betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t, df):
+    """Student's t CDF: 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 for t >= 0."""
+    tail = 0.5 * betai(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p, df):
+    """The p-quantile of Student's t (bisection on t_cdf; df may be fractional)."""
+    lo, hi = 0.0, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def t_pdf(t, df):
+    """Student's t density."""
+    return math.exp(
+        math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+        - (df + 1) / 2 * math.log1p(t * t / df)
+    )
+
+
+def mc_error(df, resamples):
+    """The relative standard error of a bootstrap's 97.5% point of a t_df variable drawn from
+    `resamples` replicates: sqrt(p (1 - p) / R) / f(q) / q (the sample quantile's asymptotics)."""
+    q = t_quantile(0.975, df)
+    return math.sqrt(0.025 * 0.975 / resamples) / t_pdf(q, df) / q
+
+
+def chi2_sf(x, df):
+    """P(chi2_df > x) = 1 - P(df/2, x/2), the regularized lower gamma by its series / continued
+    fraction (Numerical Recipes 6.2)."""
+    a, x = df / 2.0, x / 2.0
+    if x <= 0:
+        return 1.0
+    gln = math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(1000):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return 1.0 - total * math.exp(-x + a * math.log(x) - gln)
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    h = d
+    for i in range(1, 1000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return math.exp(-x + a * math.log(x) - gln) * h
+
+
+def self_check():
+    """The t table (two-sided 95%) and a chi2 table value, so a slip in the special functions
+    cannot pass silently."""
+    for df, t in ((1, 12.706), (3, 3.182), (4, 2.776), (7, 2.365), (28, 2.048)):
+        assert abs(t_quantile(0.975, df) - t) < 1e-3, (df, t_quantile(0.975, df))
+    assert abs(chi2_sf(11.070, 5) - 0.05) < 1e-4 and abs(chi2_sf(3.841, 1) - 0.05) < 1e-4
+    assert abs(t_pdf(0.0, 1) - 1 / math.pi) < 1e-12
+
+
+def variance(noise, metric, tag, config):
+    """(var, df, which) the config carries for `metric` in cell `tag`, in DESIGN's lookup order."""
+    own = {(o["metric"], o.get("cell"), o["config"]): o["variance"] for o in noise.get("own", [])}
+    cell = (noise.get("cells", {}).get(tag) or {}).get(metric)
+    for v, which in (
+        (own.get((metric, tag, config)), f"{config}'s own in {tag}"),
+        (cell if cell and cell["df"] >= 4 else None, f"{tag}'s pool"),
+        (own.get((metric, None, config)), f"{config}'s own over every cell"),
+        (noise.get("metrics", {}).get(metric), "the pool over every cell"),
+    ):
+        if v and v.get("df", 0) > 0:
+            return v["var"], v["df"], which
+    return None
+
+
+def main(path, verdicts_path=None):
+    self_check()
+    s = json.load(open(path))
+    noise = s["launch_noise"]
+    resamples = s["conventions"]["bootstrap"]["resamples"]
+    rows = collections.defaultdict(list)
+    for c in s["per_launch"]:
+        k = c["key"]
+        if c.get("complete"):
+            rows[(k["config"], k["phase"], k["cell"])].append(c)
+
+    def launch_logs(config, phase, cell, field):
+        """machine -> [(log p90, v_req)] of the config's complete launch-cells."""
+        out = collections.defaultdict(list)
+        for c in rows[(config, phase, cell)]:
+            q = (c.get(field) or {}).get("p90")
+            if q and q["est"] > 0:
+                v_req = ((math.log(q["hi"]) - math.log(q["lo"])) / (2 * Z975)) ** 2 if q["lo"] > 0 else 0.0
+                out[c["machine"]].append((math.log(q["est"]), v_req))
+        return out
+
+    checked = detections = bad = 0
+    h1_checked = ""
+    kinds = collections.Counter()
+    worst = collections.Counter()
+    interval_of = {}
+    for t in s["taxes"]:
+        config, phase, cell = t["config"], t["phase"], t["cell"]
+        tag = f"{phase}/{cell}"
+        for metric, field in (("ttft_p90", "ttft_ms"), ("tpot_p90", "tpot_ms")):
+            rep = (t.get(metric) or {}).get("value")
+            if not rep or rep.get("lo") is None or rep.get("hi") is None:
+                continue
+            where = f"{config} {t['context']} {tag} {metric}"
+            vx, vp = variance(noise, metric, tag, config), variance(noise, metric, tag, "plain")
+            if vx is None or vp is None:
+                continue
+            x, p = launch_logs(config, phase, cell, field), launch_logs("plain", phase, cell, field)
+            machines = [m for m in x if m in p]
+            if not machines:
+                continue
+            w = {m: len(x[m]) * len(p[m]) / (len(x[m]) + len(p[m])) for m in machines}
+            sw = sum(w.values())
+            d = sum(
+                w[m] * (sum(v for v, _ in x[m]) / len(x[m]) - sum(v for v, _ in p[m]) / len(p[m]))
+                for m in machines
+            ) / sw
+            a = sum(w[m] ** 2 / len(x[m]) for m in machines) / sw**2
+            b = sum(w[m] ** 2 / len(p[m]) for m in machines) / sw**2
+            if vx[2] == vp[2]:
+                var, df, kind = vx[0] * (a + b), vx[1], "exact"
+            else:
+                ax, bp = vx[0] * a, vp[0] * b
+                var, kind = ax + bp, "Welch"
+                df = (ax + bp) ** 2 / (ax**2 / vx[1] + bp**2 / vp[1])
+            half = t_quantile(0.975, df) * math.sqrt(var)
+            # Does the request-level floor bind for some launch with more than 1% probability?
+            binds = max(
+                chi2_sf(v_df * v_s2 / v_req, v_df) if v_req > 0 else 0.0
+                for side, (v_s2, v_df, _) in ((x, vx), (p, vp))
+                for m in machines
+                for _, v_req in side[m]
+            )
+            floor = binds > FLOOR_BIND_P
+            kind = "floor" if floor else kind
+            kinds[kind] += 1
+            lo_h, hi_h = d - half, d + half
+            lo_r, hi_r = math.log1p(rep["lo"]), math.log1p(rep["hi"])
+            slack = EXACT_SLACK if kind == "exact" else WELCH_SLACK
+            tol = (3 * mc_error(df, resamples) + slack) * half
+            worst[kind] = max(worst[kind], abs(lo_r - lo_h) / half, abs(hi_r - hi_h) / half)
+            interval_of[(config, t["context"], phase, cell, metric)] = (lo_h, hi_h, tol)
+            checked += 2
+            if floor:
+                off = [n for n, ok in (("lo", lo_r <= lo_h + tol), ("hi", hi_r >= hi_h - tol)) if not ok]
+            else:
+                off = [n for n, r, h in (("lo", lo_r, lo_h), ("hi", hi_r, hi_h)) if abs(r - h) > tol]
+            if off:
+                bad += len(off)
+                print(
+                    f"{where}: report [{rep['lo']:+.4f}, {rep['hi']:+.4f}], by hand ({kind}, df {df:.1f}, "
+                    f"{vx[2]} / {vp[2]}) [{math.expm1(lo_h):+.4f}, {math.expm1(hi_h):+.4f}]: {', '.join(off)} off"
+                )
+            # Detection: as the report's own bounds read it (always), and as the t-interval does
+            # (unless a bound lies within the tolerance of 0, or the floor widens the report's).
+            said = (t.get(metric) or {}).get("detection")
+            if said in ("tax", "negative", "inconclusive"):
+                own = "tax" if lo_r > 0 else "negative" if hi_r < 0 else "inconclusive"
+                hand = "tax" if lo_h > 0 else "negative" if hi_h < 0 else "inconclusive"
+                near = min(abs(lo_h), abs(hi_h)) <= tol
+                detections += 1
+                if said != own:
+                    bad += 1
+                    print(f"{where}: detection {said}, its own interval reads {own}")
+                elif said != hand and not near and not floor:
+                    bad += 1
+                    print(f"{where}: detection {said}, by hand {hand}")
+    if verdicts_path:
+        v = {h["id"]: h for h in json.load(open(verdicts_path))["hypotheses"]}
+        h1 = v.get("h1", {})
+        est = h1.get("estimate") or {}
+        safe = [k for k in interval_of if k[0] == "mooncake_both" and k[1] == "ref_safe" and k[4] == "ttft_p90"]
+        if est.get("lo") is not None and safe:
+            lo_h, hi_h, tol = interval_of[safe[0]]
+            tax = next(
+                t["ttft_p90"]["value"]
+                for t in s["taxes"]
+                if t["config"] == "mooncake_both" and t["context"] == "ref_safe"
+            )
+            h1_checked = " and H1's"
+            if (est["lo"], est["hi"]) != (tax["lo"], tax["hi"]):
+                bad += 1
+                print(f"H1's interval {est} is not mooncake_both's TTFT p90 tax at ref_safe {tax}")
+            side = lambda lo, hi: "above" if lo >= math.log1p(0.10) else "below" if hi < math.log1p(0.10) else "straddles"
+            t10 = math.log1p(0.10)
+            if min(abs(lo_h - t10), abs(hi_h - t10)) > tol and side(lo_h, hi_h) != side(
+                math.log1p(est["lo"]), math.log1p(est["hi"])
+            ):
+                bad += 1
+                print(f"H1: the report's interval {side(math.log1p(est['lo']), math.log1p(est['hi']))} 10%, by hand it {side(lo_h, hi_h)}")
+            print(
+                f"H1 by hand: [{math.expm1(lo_h):+.4f}, {math.expm1(hi_h):+.4f}], report [{est['lo']:+.4f}, {est['hi']:+.4f}]"
+            )
+    print(
+        f"checked {checked} bounds and {detections} detections in {len(s['taxes'])} taxes (exact "
+        f"{kinds['exact']}, Welch {kinds['Welch']}, floor {kinds['floor']}){h1_checked}, {bad} bad; "
+        "largest gap in half-widths: "
+        f"exact {worst['exact']:.3f}, Welch {worst['Welch']:.3f}, floor {worst['floor']:.3f}"
+    )
+    return 0 if checked and not bad else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    sys.exit(main(*sys.argv[1:]))
