@@ -105,15 +105,20 @@ fn write_json(dir: &Path, name: &str, v: &serde_json::Value) -> PathBuf {
     p
 }
 
-/// Hypothesis ID's point estimate in a `verdicts.json` value, to change in place.
-fn estimate_of<'a>(verdicts: &'a mut serde_json::Value, id: &str) -> &'a mut serde_json::Value {
+/// Hypothesis ID's estimate (`est`, `lo`, `hi`) in a `verdicts.json` value, to change in place.
+fn interval_of<'a>(verdicts: &'a mut serde_json::Value, id: &str) -> &'a mut serde_json::Value {
     let h = verdicts["hypotheses"]
         .as_array_mut()
         .unwrap()
         .iter_mut()
         .find(|h| h["id"] == id)
         .unwrap_or_else(|| panic!("no {id}"));
-    &mut h["estimate"]["est"]
+    &mut h["estimate"]
+}
+
+/// Hypothesis ID's point estimate in a `verdicts.json` value, to change in place.
+fn estimate_of<'a>(verdicts: &'a mut serde_json::Value, id: &str) -> &'a mut serde_json::Value {
+    &mut interval_of(verdicts, id)["est"]
 }
 
 /// The number of values the tax reference checked, from its last line (none bad).
@@ -277,6 +282,8 @@ fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
 /// raised by 30% (every ref_safe TTFT tax then disagrees, and mooncake_both's "tax" would read
 /// inconclusive) and a detection changed from "tax" to "inconclusive" (nixl_both's, whose
 /// interval the request-level floor widens: read against its own bounds) are each caught by name.
+/// H1-H6's intervals agree with a simulation of the model (tools/ci_by_hand.py `simulate`); H5's
+/// lower bound moved by 5 pp and H2's interval narrowed by 8 pp on each side are caught.
 #[test]
 fn committed_site_tax_cis_equal_the_t_interval_by_hand() {
     let Some(py) = python() else { return };
@@ -327,6 +334,33 @@ fn committed_site_tax_cis_equal_the_t_interval_by_hand() {
         "{text}"
     );
 
+    // H1-H6 by simulating the model: each reported, H5's lower bound moved by 0.05 (pp as a
+    // fraction) is caught, and so is H2's interval narrowed inside the simulation's (one-sided
+    // there: nixl_both l5's lopsided CI is under the floor).
+    for h in ["H1", "H2", "H3", "H4", "H5", "H6"] {
+        assert!(
+            text.contains(&format!("{h} by simulation (")),
+            "{h}:\n{text}"
+        );
+    }
+    assert!(text.contains("H2 by simulation (one-sided"), "{text}");
+    let vd = read_json(&verdicts);
+    let mut w = vd.clone();
+    let h5 = interval_of(&mut w, "h5");
+    h5["lo"] = serde_json::json!(h5["lo"].as_f64().unwrap() + 0.05);
+    let mut w2 = vd.clone();
+    let h2 = interval_of(&mut w2, "h2");
+    h2["lo"] = serde_json::json!(h2["lo"].as_f64().unwrap() + 0.08);
+    h2["hi"] = serde_json::json!(h2["hi"].as_f64().unwrap() - 0.08);
+    for (name, changed, want) in [
+        ("h5.json", &w, "H5 interval: lo by simulation"),
+        ("h2.json", &w2, "H2 interval: lo by simulation"),
+    ] {
+        let (ok, text) = check_cis(&py, &summary, &write_json(tmp.path(), name, changed));
+        assert!(!ok, "{name} passed:\n{text}");
+        assert!(text.contains(want), "{want}:\n{text}");
+    }
+
     let mut v = s.clone();
     let j = ref_safe_tax(&s, "nixl_both");
     assert_eq!(v["taxes"][j]["ttft_p90"]["detection"], "tax");
@@ -361,6 +395,11 @@ fn h100_tax_cis_contain_the_t_interval_by_hand() {
     assert!(ok, "{text}");
     let (bounds, _) = cis_checked(&text);
     assert!(bounds >= 30, "{text}");
+    assert!(
+        text.contains("H1 by simulation (two-sided)")
+            && text.contains("H2 by simulation (two-sided)"),
+        "{text}"
+    );
 
     let s = read_json(&summary);
     let i = ref_safe_tax(&s, "mooncake_both");

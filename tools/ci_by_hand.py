@@ -28,17 +28,23 @@ with none of the tool's code:
 
 Tolerances, on the log scale, as a fraction of the t-interval's half-width: three Monte Carlo
 standard errors of a bootstrap's 97.5% point of a t_df variable (the report's resamples, from
-`conventions`; 1.5% of the half-width at df 28 and 10,000 resamples, 2.0% at df 5, 2.6% at df 3), plus a
-slack of 1% (exact) or 8% (Welch: the approximation's own error at df >= 3 is a few %). Every tax
+`conventions`; 1.5% of the half-width at df 28 and 10,000 resamples, 2.0% at df 5, 2.6% at
+df 3), plus a slack of 1% (exact) or 8% (Welch: the approximation's own error at df >= 3 is a
+few %). Every tax
 whose detection (`tax`: CI above 0; `negative`: below) disagrees with its own reported interval
 is printed as bad, and so is one the t-interval would read differently, unless a bound of that
 lies within the tolerance of 0 or the floor binds.
 With VERDICTS_JSON it also checks that H1's interval is mooncake_both's TTFT p90 tax at ref_safe
-and that it lies above, below or across 10% as the t-interval does. The step p50 taxes (a
-difference in µs of log-normal replicates) have no such closed form and are not checked, nor are
-H2-H6's intervals (functions of several taxes). Prints every disagreement and `checked N
-bounds and D detections in M taxes (exact E, Welch W, floor F) and H1's, K bad; largest gap
-...`; exits 1 when any disagrees or nothing was checked. Standard library only.
+and that it lies above, below or across 10% as the t-interval does, and H1-H6's intervals against
+a simulation of the same model (`simulate`: per replicate one s2_b per variance, every
+launch-cell's log p90 + sqrt(max(s2_b, v_req)) z, the taxes by the weighting, then H2's gap, H3's
+ratio, H4's deviation, H5/H6's mean change), within three Monte Carlo errors of both plus 5% of
+the half-width; one-sided (the report's must contain the simulation's) where the floor binds
+for a launch whose CI is lopsided, as its width then does not give v_req. The step p50 taxes (a
+difference in µs of log-normal replicates) have no closed form and are not checked, nor are
+the success criteria. Prints every disagreement and `checked N bounds and D detections in M taxes
+(exact E, Welch W, floor F) and H1's, B bounds of H1-H6 by simulation, K bad; largest gap ...`;
+exits 1 when any disagrees or nothing was checked. Standard library only (~5 s).
 """
 import collections
 import json
@@ -170,6 +176,182 @@ def variance(noise, metric, tag, config):
     return None
 
 
+def linear_quantile(sorted_xs, q):
+    """numpy's default (linear) quantile of an already sorted list."""
+    h = (len(sorted_xs) - 1) * q
+    i = int(math.floor(h))
+    j = min(i + 1, len(sorted_xs) - 1)
+    return sorted_xs[i] + (h - i) * (sorted_xs[j] - sorted_xs[i])
+
+
+def simulate(units, noise, functions, reps, seed=20261207):
+    """H1-H6's replicates by simulating the launch-noise model directly (DESIGN.md §4.3), not by
+    the tool's code: per replicate one s2_b = s2 df / chi2_df for each variance (keyed as the
+    lookup names it, so launches that carry one variance share its draw), every launch-cell's
+    log p90 + sqrt(max(s2_b, v_req)) z, and each config's tax in each cell by the within-machine
+    weighting. `units` maps (metric, tag, config) -> machine -> [(log est, v_req)] (plain's too);
+    `functions` maps a name to f(tax) -> value, `tax(metric, tag, config)` the fraction tax.
+    Returns name -> list of replicates (None where f gave None)."""
+    import random
+
+    rng = random.Random(seed)
+    keys = {}
+    for (metric, tag, config) in units:
+        keys[(metric, tag, config)] = variance(noise, metric, tag, config)
+    out = {name: [] for name in functions}
+    for _ in range(reps):
+        draws = {}
+        logs = {}
+        for unit, by_machine in units.items():
+            var, df, which = keys[unit]
+            k = (unit[0], which)
+            if k not in draws:
+                draws[k] = var * df / rng.gammavariate(df / 2.0, 2.0)
+            s2 = draws[k]
+            logs[unit] = {
+                m: [e + math.sqrt(max(s2, v_req)) * rng.gauss(0.0, 1.0) for e, v_req, _ in xs]
+                for m, xs in by_machine.items()
+            }
+
+        def tax(metric, tag, config):
+            x, p = logs[(metric, tag, config)], logs[(metric, tag, "plain")]
+            num = den = 0.0
+            for m, xs in x.items():
+                ps = p.get(m)
+                if ps:
+                    w = len(xs) * len(ps) / (len(xs) + len(ps))
+                    num += w * (sum(xs) / len(xs) - sum(ps) / len(ps))
+                    den += w
+            return math.expm1(num / den)
+
+        for name, f in functions.items():
+            out[name].append(f(tax))
+    return out
+
+
+def check_hypotheses(s, v, noise, launch_logs, resamples, reps=20000, batches=10):
+    """H1-H6's intervals against `simulate`'s: each bound within three Monte Carlo errors (the
+    simulation's and the report's bootstrap's, from the spread of the bound over `batches`
+    batches of the simulation) plus 5% of the half-width for v_req, read back from each launch's
+    CI here. Where the floor binds (> 1%) for a launch whose CI is lopsided, v_req is not known
+    from its CI, and the check is one-sided: the report's interval must contain the
+    simulation's (the floor only widens). `v` maps hypothesis id -> verdict. Returns (bounds
+    checked, bad)."""
+    safe = next(
+        (t for t in s["taxes"] if t["config"] == "mooncake_both" and t["context"] == "ref_safe"), None
+    )
+    if safe is None:
+        return 0, 0
+    tag = f"{safe['phase']}/{safe['cell']}"
+    at_safe = {
+        t["config"] for t in s["taxes"] if t["context"] == "ref_safe" and (t.get("ttft_p90") or {}).get("value")
+    }
+    h4 = ("mooncake_both", "lmcache_only", "multi_mooncake_lmcache")
+    if "multi_mooncake_lmcache" not in at_safe:
+        h4 = ("mooncake_both_nhd", "lmcache_only", "multi_mooncake_lmcache_nhd")
+    units = {}
+
+    def add(metric, field, phase, cell, config):
+        for who in (config, "plain"):
+            got = launch_logs(who, phase, cell, field)
+            if got:
+                units[(metric, f"{phase}/{cell}", who)] = got
+        return (metric, f"{phase}/{cell}", config) in units
+
+    for c in ("mooncake_both", "nixl_both", "noop_connector") + h4:
+        add("ttft_p90", "ttft_ms", safe["phase"], safe["cell"], c)
+    # Phase B's grid of mooncake_both: (input, output) -> tag, per metric.
+    grid = {"ttft_p90": {}, "tpot_p90": {}}
+    for t in s["taxes"]:
+        if t["config"] == "mooncake_both" and t["phase"] == "B":
+            i, o = (int(x[1:]) for x in t["cell"].split("_")[1:3])
+            for metric, field in (("ttft_p90", "ttft_ms"), ("tpot_p90", "tpot_ms")):
+                if add(metric, field, "B", t["cell"], "mooncake_both"):
+                    grid[metric][(i, o)] = f"B/{t['cell']}"
+
+    def at(*configs):
+        """The units of `configs` (and plain) at ref_safe, or None when one is missing."""
+        us = [("ttft_p90", tag, c) for c in configs + ("plain",)]
+        return us if all(u in units for u in us) else None
+
+    def along(metric, vary_input):
+        rows = collections.defaultdict(dict)
+        for (i, o), g in grid[metric].items():
+            fixed, varying = (o, i) if vary_input else (i, o)
+            rows[fixed][varying] = g
+        rows = [r for r in rows.values() if len(r) >= 2]
+        if not rows:
+            return None, None
+        used = [(metric, g, c) for r in rows for g in r.values() for c in ("mooncake_both", "plain")]
+        return (
+            lambda tax: sum(
+                tax(metric, r[max(r)], "mooncake_both") - tax(metric, r[min(r)], "mooncake_both") for r in rows
+            )
+            / len(rows)
+        ), used
+
+    def mb(tax):
+        return tax("ttft_p90", tag, "mooncake_both")
+
+    def dev(tax):
+        m, l, x = (tax("ttft_p90", tag, c) for c in h4)
+        return abs(x - (m + l)) / abs(x)
+
+    candidates = {
+        "h1": (mb, at("mooncake_both")),
+        "h2": (lambda tax: mb(tax) - tax("ttft_p90", tag, "nixl_both"), at("mooncake_both", "nixl_both")),
+        "h3": (lambda tax: tax("ttft_p90", tag, "noop_connector") / mb(tax), at("mooncake_both", "noop_connector")),
+        "h4": (dev, at(*h4)),
+        "h5": along("ttft_p90", True),
+        "h6": along("tpot_p90", False),
+    }
+    chosen = {
+        k: (f, used)
+        for k, (f, used) in candidates.items()
+        if f and used and (v.get(k, {}).get("estimate") or {}).get("lo") is not None
+    }
+    if not chosen:
+        return 0, 0
+    sims = simulate(units, noise, {k: f for k, (f, _) in chosen.items()}, reps)
+    checked = bad = 0
+    for hid, xs in sims.items():
+        est = v[hid]["estimate"]
+        loose = False
+        for u in chosen[hid][1]:
+            var, df, _ = variance(noise, *u)
+            for launches in units[u].values():
+                for _, v_req, lopsided in launches:
+                    if lopsided and v_req > 0 and chi2_sf(df * var / v_req, df) > FLOOR_BIND_P:
+                        loose = True
+        n_b = reps // batches
+        parts = [sorted(xs[b * n_b : (b + 1) * n_b]) for b in range(batches)]
+        whole = sorted(xs)
+        half = (linear_quantile(whole, 0.975) - linear_quantile(whole, 0.025)) / 2
+        line = []
+        for name, q in (("lo", 0.025), ("hi", 0.975)):
+            per = [linear_quantile(p, q) for p in parts]
+            mean = sum(per) / batches
+            var_b = sum((x - mean) ** 2 for x in per) / (batches - 1)
+            mc = math.sqrt(var_b * n_b / reps + var_b * n_b / resamples)
+            hand = linear_quantile(whole, q)
+            tol = 3 * mc + 0.05 * half
+            checked += 1
+            line.append(f"{name} {hand:+.4f} vs {est[name]:+.4f} (±{tol:.4f})")
+            if loose:
+                off = est[name] > hand + tol if name == "lo" else est[name] < hand - tol
+            else:
+                off = abs(hand - est[name]) > tol
+            if off:
+                bad += 1
+                print(
+                    f"{hid.upper()} interval: {name} by simulation {hand:+.4f}, report {est[name]:+.4f}, "
+                    f"tolerance {tol:.4f}{' (one-sided: a lopsided launch CI under the floor)' if loose else ''}"
+                )
+        kind = "one-sided, a lopsided launch CI under the floor" if loose else "two-sided"
+        print(f"{hid.upper()} by simulation ({kind}): " + ", ".join(line))
+    return checked, bad
+
+
 def main(path, verdicts_path=None):
     self_check()
     s = json.load(open(path))
@@ -182,16 +364,23 @@ def main(path, verdicts_path=None):
             rows[(k["config"], k["phase"], k["cell"])].append(c)
 
     def launch_logs(config, phase, cell, field):
-        """machine -> [(log p90, v_req)] of the config's complete launch-cells."""
+        """machine -> [(log p90, v_req, lopsided)] of the config's complete launch-cells: v_req
+        read back from the p90's CI, and whether that CI is lopsided (one side more than 3x the
+        other on the log scale: its bootstrap distribution is far from normal, so the CI's width
+        does not give its variance)."""
         out = collections.defaultdict(list)
         for c in rows[(config, phase, cell)]:
             q = (c.get(field) or {}).get("p90")
             if q and q["est"] > 0:
-                v_req = ((math.log(q["hi"]) - math.log(q["lo"])) / (2 * Z975)) ** 2 if q["lo"] > 0 else 0.0
-                out[c["machine"]].append((math.log(q["est"]), v_req))
+                v_req, lopsided = 0.0, False
+                if 0 < q["lo"] <= q["est"] <= q["hi"]:
+                    below, above = math.log(q["est"] / q["lo"]), math.log(q["hi"] / q["est"])
+                    v_req = ((below + above) / (2 * Z975)) ** 2
+                    lopsided = max(below, above) > 3 * min(below, above)
+                out[c["machine"]].append((math.log(q["est"]), v_req, lopsided))
         return out
 
-    checked = detections = bad = 0
+    checked = detections = bad = hyp_bounds = 0
     h1_checked = ""
     kinds = collections.Counter()
     worst = collections.Counter()
@@ -214,7 +403,7 @@ def main(path, verdicts_path=None):
             w = {m: len(x[m]) * len(p[m]) / (len(x[m]) + len(p[m])) for m in machines}
             sw = sum(w.values())
             d = sum(
-                w[m] * (sum(v for v, _ in x[m]) / len(x[m]) - sum(v for v, _ in p[m]) / len(p[m]))
+                w[m] * (sum(v for v, *_ in x[m]) / len(x[m]) - sum(v for v, *_ in p[m]) / len(p[m]))
                 for m in machines
             ) / sw
             a = sum(w[m] ** 2 / len(x[m]) for m in machines) / sw**2
@@ -231,7 +420,7 @@ def main(path, verdicts_path=None):
                 chi2_sf(v_df * v_s2 / v_req, v_df) if v_req > 0 else 0.0
                 for side, (v_s2, v_df, _) in ((x, vx), (p, vp))
                 for m in machines
-                for _, v_req in side[m]
+                for _, v_req, _ in side[m]
             )
             floor = binds > FLOOR_BIND_P
             kind = "floor" if floor else kind
@@ -293,9 +482,11 @@ def main(path, verdicts_path=None):
             print(
                 f"H1 by hand: [{math.expm1(lo_h):+.4f}, {math.expm1(hi_h):+.4f}], report [{est['lo']:+.4f}, {est['hi']:+.4f}]"
             )
+        hyp_bounds, hyp_bad = check_hypotheses(s, v, noise, launch_logs, resamples)
+        bad += hyp_bad
     print(
         f"checked {checked} bounds and {detections} detections in {len(s['taxes'])} taxes (exact "
-        f"{kinds['exact']}, Welch {kinds['Welch']}, floor {kinds['floor']}){h1_checked}, {bad} bad; "
+        f"{kinds['exact']}, Welch {kinds['Welch']}, floor {kinds['floor']}){h1_checked}, {hyp_bounds} bounds of H1-H6 by simulation, {bad} bad; "
         "largest gap in half-widths: "
         f"exact {worst['exact']:.3f}, Welch {worst['Welch']:.3f}, floor {worst['floor']:.3f}"
     )
