@@ -49,6 +49,7 @@ exits 1 when any disagrees or nothing was checked. Standard library only (~5 s).
 import collections
 import json
 import math
+import random
 import sys
 
 # Slack beyond the bootstrap's Monte Carlo error, as a fraction of the half-width: none is
@@ -189,11 +190,10 @@ def simulate(units, noise, functions, reps, seed=20261207):
     the tool's code: per replicate one s2_b = s2 df / chi2_df for each variance (keyed as the
     lookup names it, so launches that carry one variance share its draw), every launch-cell's
     log p90 + sqrt(max(s2_b, v_req)) z, and each config's tax in each cell by the within-machine
-    weighting. `units` maps (metric, tag, config) -> machine -> [(log est, v_req)] (plain's too);
-    `functions` maps a name to f(tax) -> value, `tax(metric, tag, config)` the fraction tax.
-    Returns name -> list of replicates (None where f gave None)."""
-    import random
-
+    weighting. `units` maps (metric, tag, config) -> machine -> [(log est, v_req, lopsided)]
+    (plain's too; each config's shares a machine with plain's and has a variance); `functions`
+    maps a name to f(tax) -> value, `tax(metric, tag, config)` the fraction tax. Returns name ->
+    its list of replicates."""
     rng = random.Random(seed)
     keys = {}
     for (metric, tag, config) in units:
@@ -252,11 +252,14 @@ def check_hypotheses(s, v, noise, launch_logs, resamples, reps=20000, batches=10
     units = {}
 
     def add(metric, field, phase, cell, config):
-        for who in (config, "plain"):
-            got = launch_logs(who, phase, cell, field)
-            if got:
-                units[(metric, f"{phase}/{cell}", who)] = got
-        return (metric, f"{phase}/{cell}", config) in units
+        """Adds the config's and plain's launch-cells where both carry a variance and share a
+        machine; whether they do."""
+        tag_ = f"{phase}/{cell}"
+        x, p = launch_logs(config, phase, cell, field), launch_logs("plain", phase, cell, field)
+        if not set(x) & set(p) or None in (variance(noise, metric, tag_, c) for c in (config, "plain")):
+            return False
+        units[(metric, tag_, config)], units[(metric, tag_, "plain")] = x, p
+        return True
 
     for c in ("mooncake_both", "nixl_both", "noop_connector") + h4:
         add("ttft_p90", "ttft_ms", safe["phase"], safe["cell"], c)
