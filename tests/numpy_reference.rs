@@ -283,7 +283,8 @@ fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
 /// inconclusive) and a detection changed from "tax" to "inconclusive" (nixl_both's, whose
 /// interval the request-level floor widens: read against its own bounds) are each caught by name.
 /// H1-H6's intervals agree with a simulation of the model (tools/ci_by_hand.py `simulate`); H5's
-/// lower bound moved by 5 pp and H2's interval narrowed by 8 pp on each side are caught.
+/// lower bound moved by 5 pp, H2's interval narrowed by 8 pp on each side and SC2's interval
+/// moved 1 pp apart from H2's (which it reads) are caught.
 #[test]
 fn committed_site_tax_cis_equal_the_t_interval_by_hand() {
     let Some(py) = python() else { return };
@@ -352,9 +353,19 @@ fn committed_site_tax_cis_equal_the_t_interval_by_hand() {
     let h2 = interval_of(&mut w2, "h2");
     h2["lo"] = serde_json::json!(h2["lo"].as_f64().unwrap() + 0.08);
     h2["hi"] = serde_json::json!(h2["hi"].as_f64().unwrap() - 0.08);
+    // SC2 reads H2's interval: one moved apart from it is caught.
+    let mut w3 = vd.clone();
+    let sc2 = w3["success_criteria"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["id"] == "sc2")
+        .unwrap();
+    sc2["estimate"]["lo"] = serde_json::json!(sc2["estimate"]["lo"].as_f64().unwrap() + 0.01);
     for (name, changed, want) in [
         ("h5.json", &w, "H5 interval: lo by simulation"),
         ("h2.json", &w2, "H2 interval: lo by simulation"),
+        ("sc2.json", &w3, "SC2's interval"),
     ] {
         let (ok, text) = check_cis(&py, &summary, &write_json(tmp.path(), name, changed));
         assert!(!ok, "{name} passed:\n{text}");

@@ -35,7 +35,8 @@ whose detection (`tax`: CI above 0; `negative`: below) disagrees with its own re
 is printed as bad, and so is one the t-interval would read differently, unless a bound of that
 lies within the tolerance of 0 or the floor binds.
 With VERDICTS_JSON it also checks that H1's interval is mooncake_both's TTFT p90 tax at ref_safe
-and that it lies above, below or across 10% as the t-interval does, and H1-H6's intervals against
+and that it lies above, below or across 10% as the t-interval does, that SC1-SC4 carry H1-H4's
+intervals, and H1-H6's intervals against
 a simulation of the same model (`simulate`: per replicate one s2_b per variance, every
 launch-cell's log p90 + sqrt(max(s2_b, v_req)) z, the taxes by the weighting, then H2's gap, H3's
 ratio, H4's deviation, H5/H6's mean change), within three Monte Carlo errors of both plus 5% of
@@ -460,7 +461,14 @@ def main(path, verdicts_path=None):
                     bad += 1
                     print(f"{where}: detection {said}, by hand {hand}")
     if verdicts_path:
-        v = {h["id"]: h for h in json.load(open(verdicts_path))["hypotheses"]}
+        verdicts = json.load(open(verdicts_path))
+        v = {h["id"]: h for h in verdicts["hypotheses"]}
+        # SC1-SC4 read H1-H4's intervals against the seed's expected ranges: the same numbers.
+        for sc in verdicts.get("success_criteria", []):
+            h = v.get("h" + sc["id"][2:]) if sc["id"] in ("sc1", "sc2", "sc3", "sc4") else None
+            if h is not None and sc.get("estimate") != h.get("estimate"):
+                bad += 1
+                print(f"{sc['id'].upper()}'s interval {sc.get('estimate')} is not {h['id'].upper()}'s {h.get('estimate')}")
         h1 = v.get("h1", {})
         est = h1.get("estimate") or {}
         safe = [k for k in interval_of if k[0] == "mooncake_both" and k[1] == "ref_safe" and k[4] == "ttft_p90"]
