@@ -82,6 +82,16 @@ fn ref_safe_tax(s: &serde_json::Value, config: &str) -> usize {
         .unwrap_or_else(|| panic!("{config} at ref_safe"))
 }
 
+/// Narrows a fraction CI (`est`, `lo`, `hi`) in place: each bound moved to F of its distance
+/// from the estimate on the log scale (`ln(1 + x)`, where the tax CIs are t-intervals).
+fn narrow_log(x: &mut serde_json::Value, f: f64) {
+    let d = x["est"].as_f64().unwrap().ln_1p();
+    for b in ["lo", "hi"] {
+        let y = x[b].as_f64().unwrap().ln_1p();
+        x[b] = serde_json::json!((d + f * (y - d)).exp_m1());
+    }
+}
+
 /// A fresh `ctax report` of the H100 root into OUT.
 fn render_h100(out: &Path) {
     let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
@@ -234,12 +244,7 @@ fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
     assert!(taxes_checked(&text) >= 20, "{text}");
 
     let s = read_json(&summary);
-    let i = s["taxes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|t| t["config"] == "mooncake_both" && t["context"] == "ref_safe")
-        .expect("mooncake_both at ref_safe");
+    let i = ref_safe_tax(&s, "mooncake_both");
 
     let mut v = s.clone();
     let est = v["taxes"][i]["tpot_p90"]["value"]["est"].as_f64().unwrap();
@@ -300,12 +305,7 @@ fn committed_site_tax_cis_equal_the_t_interval_by_hand() {
     let i = ref_safe_tax(&s, "mooncake_both");
 
     let mut v = s.clone();
-    let x = &mut v["taxes"][i]["ttft_p90"]["value"];
-    let d = x["est"].as_f64().unwrap().ln_1p();
-    for b in ["lo", "hi"] {
-        let y = x[b].as_f64().unwrap().ln_1p();
-        x[b] = serde_json::json!((d + 0.85 * (y - d)).exp_m1());
-    }
+    narrow_log(&mut v["taxes"][i]["ttft_p90"]["value"], 0.85);
     let (ok, text) = check_cis(&py, &write_json(tmp.path(), "narrow.json", &v), &verdicts);
     assert!(!ok, "a narrowed CI passed:\n{text}");
     assert!(
@@ -415,12 +415,7 @@ fn h100_tax_cis_contain_the_t_interval_by_hand() {
     let s = read_json(&summary);
     let i = ref_safe_tax(&s, "mooncake_both");
     let mut v = s.clone();
-    let x = &mut v["taxes"][i]["ttft_p90"]["value"];
-    let d = x["est"].as_f64().unwrap().ln_1p();
-    for b in ["lo", "hi"] {
-        let y = x[b].as_f64().unwrap().ln_1p();
-        x[b] = serde_json::json!((d + 0.6 * (y - d)).exp_m1());
-    }
+    narrow_log(&mut v["taxes"][i]["ttft_p90"]["value"], 0.6);
     let (ok, text) = check_cis(&py, &write_json(tmp.path(), "narrow.json", &v), &verdicts);
     assert!(!ok, "a narrowed CI passed:\n{text}");
     assert!(
