@@ -92,16 +92,21 @@ fn narrow_log(x: &mut serde_json::Value, f: f64) {
     }
 }
 
-/// A fresh `ctax report` of the H100 root into OUT.
-fn render_h100(out: &Path) {
+/// A fresh `ctax report` of the H100 root in a temporary directory: the directory (kept alive by
+/// the caller, who writes changed copies there) and its `summary.json` and `verdicts.json`.
+fn render_h100() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
         .arg("report")
         .arg(repo().join("results/h100-2026-12-05"))
         .arg("--out")
-        .arg(out)
+        .arg(tmp.path())
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let data = tmp.path().join("data");
+    let (summary, verdicts) = (data.join("summary.json"), data.join("verdicts.json"));
+    (tmp, summary, verdicts)
 }
 
 fn read_json(p: &Path) -> serde_json::Value {
@@ -171,9 +176,7 @@ fn committed_site_p90s_equal_numpy_on_the_h200_archive() {
 fn h100_root_p90s_equal_numpy_and_a_changed_p90_is_caught() {
     let Some(py) = python() else { return };
     let root = repo().join("results/h100-2026-12-05");
-    let tmp = tempfile::tempdir().unwrap();
-    render_h100(tmp.path());
-    let summary = tmp.path().join("data/summary.json");
+    let (tmp, summary, _) = render_h100();
     let cells = per_launch_len(&summary);
     let (ok, text) = check(&py, &root, &summary);
     assert!(ok, "{text}");
@@ -233,12 +236,7 @@ fn committed_site_taxes_equal_the_within_machine_weighting_by_hand() {
 #[test]
 fn h100_taxes_equal_the_weighting_by_hand_and_a_changed_tax_is_caught() {
     let Some(py) = python() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    render_h100(tmp.path());
-    let (summary, verdicts) = (
-        tmp.path().join("data/summary.json"),
-        tmp.path().join("data/verdicts.json"),
-    );
+    let (tmp, summary, verdicts) = render_h100();
     let (ok, text) = check_taxes(&py, &summary, &verdicts);
     assert!(ok, "{text}");
     assert!(taxes_checked(&text) >= 20, "{text}");
@@ -396,12 +394,7 @@ fn committed_site_tax_cis_equal_the_t_interval_by_hand() {
 #[test]
 fn h100_tax_cis_contain_the_t_interval_by_hand() {
     let Some(py) = python() else { return };
-    let tmp = tempfile::tempdir().unwrap();
-    render_h100(tmp.path());
-    let (summary, verdicts) = (
-        tmp.path().join("data/summary.json"),
-        tmp.path().join("data/verdicts.json"),
-    );
+    let (tmp, summary, verdicts) = render_h100();
     let (ok, text) = check_cis(&py, &summary, &verdicts);
     assert!(ok, "{text}");
     let (bounds, _) = cis_checked(&text);

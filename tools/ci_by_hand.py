@@ -11,7 +11,8 @@ SUMMARY_JSON (a report's `data/summary.json`) and works the same interval out in
 with none of the tool's code:
 
   - the launches per machine (the complete launch-cells of the config and of plain, on machines
-    where both ran: as `tools/tax_by_hand.py`) and the weights w_m = k_X k_p / (k_X + k_p);
+    where both ran) and the weights w_m = k_X k_p / (k_X + k_p), by `tools/tax_by_hand.py`'s
+    `machine_weights` / `within_machines`;
   - the variance each side carries, looked up as DESIGN.md says: the config's own in the cell
     (`launch_noise.own` with that cell), else the cell's pool (`launch_noise.cells`, >= 4 df),
     else the config's own over every cell (`own` without a cell), else the pool over every cell
@@ -52,6 +53,8 @@ import json
 import math
 import random
 import sys
+
+from tax_by_hand import machine_weights, within_machines
 
 # Slack beyond the bootstrap's Monte Carlo error, as a fraction of the half-width: none is
 # needed by the exact interval but rounding; Welch-Satterthwaite's own error at df >= 3 is a few %.
@@ -215,15 +218,7 @@ def simulate(units, noise, functions, reps, seed=20261207):
             }
 
         def tax(metric, tag, config):
-            x, p = logs[(metric, tag, config)], logs[(metric, tag, "plain")]
-            num = den = 0.0
-            for m, xs in x.items():
-                ps = p.get(m)
-                if ps:
-                    w = len(xs) * len(ps) / (len(xs) + len(ps))
-                    num += w * (sum(xs) / len(xs) - sum(ps) / len(ps))
-                    den += w
-            return math.expm1(num / den)
+            return math.expm1(within_machines(logs[(metric, tag, config)], logs[(metric, tag, "plain")]))
 
         for name, f in functions.items():
             out[name].append(f(tax))
@@ -401,15 +396,13 @@ def main(path, verdicts_path=None):
             if vx is None or vp is None:
                 continue
             x, p = launch_logs(config, phase, cell, field), launch_logs("plain", phase, cell, field)
-            machines = [m for m in x if m in p]
-            if not machines:
+            logs_x = {m: [e for e, *_ in xs] for m, xs in x.items()}
+            logs_p = {m: [e for e, *_ in ps] for m, ps in p.items()}
+            w = machine_weights(logs_x, logs_p)
+            if not w:
                 continue
-            w = {m: len(x[m]) * len(p[m]) / (len(x[m]) + len(p[m])) for m in machines}
-            sw = sum(w.values())
-            d = sum(
-                w[m] * (sum(v for v, *_ in x[m]) / len(x[m]) - sum(v for v, *_ in p[m]) / len(p[m]))
-                for m in machines
-            ) / sw
+            machines, sw = list(w), sum(w.values())
+            d = within_machines(logs_x, logs_p)
             a = sum(w[m] ** 2 / len(x[m]) for m in machines) / sw**2
             b = sum(w[m] ** 2 / len(p[m]) for m in machines) / sw**2
             if vx[2] == vp[2]:
@@ -434,7 +427,7 @@ def main(path, verdicts_path=None):
             slack = EXACT_SLACK if kind == "exact" else WELCH_SLACK
             tol = (3 * mc_error(df, resamples) + slack) * half
             worst[kind] = max(worst[kind], abs(lo_r - lo_h) / half, abs(hi_r - hi_h) / half)
-            interval_of[(config, t["context"], phase, cell, metric)] = (lo_h, hi_h, tol)
+            interval_of[(config, t["context"], phase, cell, metric)] = (lo_h, hi_h, tol, rep)
             checked += 2
             if floor:
                 off = [n for n, ok in (("lo", lo_r <= lo_h + tol), ("hi", hi_r >= hi_h - tol)) if not ok]
@@ -473,18 +466,13 @@ def main(path, verdicts_path=None):
         est = h1.get("estimate") or {}
         safe = [k for k in interval_of if k[0] == "mooncake_both" and k[1] == "ref_safe" and k[4] == "ttft_p90"]
         if est.get("lo") is not None and safe:
-            lo_h, hi_h, tol = interval_of[safe[0]]
-            tax = next(
-                t["ttft_p90"]["value"]
-                for t in s["taxes"]
-                if t["config"] == "mooncake_both" and t["context"] == "ref_safe"
-            )
+            lo_h, hi_h, tol, tax = interval_of[safe[0]]
             h1_checked = " and H1's"
             if (est["lo"], est["hi"]) != (tax["lo"], tax["hi"]):
                 bad += 1
                 print(f"H1's interval {est} is not mooncake_both's TTFT p90 tax at ref_safe {tax}")
-            side = lambda lo, hi: "above" if lo >= math.log1p(0.10) else "below" if hi < math.log1p(0.10) else "straddles"
             t10 = math.log1p(0.10)
+            side = lambda lo, hi: "above" if lo >= t10 else "below" if hi < t10 else "straddles"
             if min(abs(lo_h - t10), abs(hi_h - t10)) > tol and side(lo_h, hi_h) != side(
                 math.log1p(est["lo"]), math.log1p(est["hi"])
             ):

@@ -39,17 +39,26 @@ import math
 import sys
 
 
+def machine_weights(x, p):
+    """machine -> k_x k_p / (k_x + k_p), over the machines where both `x` and `p` (machine ->
+    list of per-launch values) have launches."""
+    return {m: len(xs) * len(p[m]) / (len(xs) + len(p[m])) for m, xs in x.items() if xs and p.get(m)}
+
+
+def within_machines(x, p):
+    """The machine-weighted mean of mean(x[m]) - mean(p[m]), or None when no machine has both."""
+    w = machine_weights(x, p)
+    if not w:
+        return None
+    return sum(w[m] * (sum(x[m]) / len(x[m]) - sum(p[m]) / len(p[m])) for m in w) / sum(w.values())
+
+
 def weighted(config, by_machine, f):
     """The weighted within-machine difference of `f` of the config's estimates minus plain's,
     or None when no machine has both."""
-    num = den = 0.0
-    for v in by_machine.values():
-        x, p = v.get(config, []), v.get("plain", [])
-        if x and p:
-            w = len(x) * len(p) / (len(x) + len(p))
-            num += w * (sum(map(f, x)) / len(x) - sum(map(f, p)) / len(p))
-            den += w
-    return num / den if den else None
+    x = {m: [f(e) for e in v.get(config, [])] for m, v in by_machine.items()}
+    p = {m: [f(e) for e in v.get("plain", [])] for m, v in by_machine.items()}
+    return within_machines(x, p)
 
 
 def main(path, verdicts_path=None):
