@@ -10,6 +10,10 @@
 //!   became ready) with the seconds since the launch's first cell started: does the server keep
 //!   getting faster while it serves?
 //!
+//! - where a launch recorded GPU telemetry (`ingest::gpu_telemetry`), the GPU inside each cell's
+//!   measurement window (SM clock, power, temperature, utilisation, active clock-event reasons)
+//!   beside the engine's step p50 in the same window: was a slow launch's GPU clocked down?
+//!
 //! Pure reading and printing: nothing here feeds a verdict.
 
 use std::fmt::Write as _;
@@ -18,6 +22,7 @@ use ctax_schema::{Phase, RequestRecord};
 
 use crate::analysis::samples::is_measured;
 use crate::ingest::Dataset;
+use crate::ingest::gpu_telemetry::{self, Window};
 use crate::stats::block_length::politis_white;
 use crate::stats::quantile;
 
@@ -154,6 +159,118 @@ pub fn markdown(rows: &[CellDiagnostics]) -> String {
         );
     }
     s += "\nρk: autocorrelation of log latency at lag k by send order (measured requests); b: Politis–White block length; drift: second half of the cell over the first half − 1 (numpy-linear percentiles).\n";
+    s
+}
+
+/// The GPU during one run cell's measurement window (launches with telemetry only).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GpuCell {
+    pub run: String,
+    pub phase: Phase,
+    pub cell: String,
+    /// The engine's step-duration p50 over the steps that began inside the window (ms).
+    pub step_p50_ms: Option<f64>,
+    /// `None`: the telemetry has no sample inside the window.
+    pub gpu: Option<Window>,
+}
+
+/// Every run cell of the launches that recorded GPU telemetry, in (run, start time) order,
+/// and the launches whose telemetry could not be read (`run: why`).
+pub fn gpu_cells(ds: &Dataset) -> (Vec<GpuCell>, Vec<String>) {
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
+    for run in &ds.runs {
+        let samples = match gpu_telemetry::read_run(&run.path) {
+            Ok(Some(s)) => s,
+            Ok(None) => continue,
+            Err(e) => {
+                errors.push(format!("{}: {e:#}", run.dir_name));
+                continue;
+            }
+        };
+        let mut cells: Vec<_> = run
+            .cells
+            .iter()
+            .filter(|((p, _), _)| *p != Phase::Preflight)
+            .filter_map(|((p, c), rc)| rc.health.as_ref().map(|h| (h, p, c, rc)))
+            .collect();
+        cells.sort_by_key(|(h, ..)| h.t_start_ns);
+        for (h, phase, cell, rc) in cells {
+            // The window on the wall clock: the cell's wall-clock anchor plus monotonic offsets.
+            let at = |t_ns: u64| {
+                h.wall_start_unix_ms as i64 + (t_ns as i64 - h.t_start_ns as i64) / 1_000_000
+            };
+            let steps: Vec<f64> = rc
+                .steps
+                .iter()
+                .filter(|s| (h.t_warmup_end_ns..=h.t_last_send_ns).contains(&s.t_ns))
+                .filter_map(|s| s.step_duration_us)
+                .collect();
+            out.push(GpuCell {
+                run: run.dir_name.clone(),
+                phase: *phase,
+                cell: cell.clone(),
+                step_p50_ms: quantile(&steps, 0.5).map(|v| v / 1000.0),
+                gpu: gpu_telemetry::window(&samples, at(h.t_warmup_end_ns), at(h.t_last_send_ns)),
+            });
+        }
+    }
+    (out, errors)
+}
+
+/// Markdown table of [`gpu_cells`]; one line when no launch recorded telemetry.
+pub fn gpu_markdown(rows: &[GpuCell], errors: &[String]) -> String {
+    let mut s = String::new();
+    for e in errors {
+        let _ = writeln!(s, "GPU telemetry unreadable: {e}");
+    }
+    if rows.is_empty() {
+        s += "No launch of this root recorded GPU telemetry (gpu_telemetry_*.csv: launches on a GPU since 2026-12-08).\n";
+        return s;
+    }
+    let f0 = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
+    s += "\n| run | cell | step p50 ms | samples | SM MHz p50 / min (max) | mem MHz p50 | W p50 | °C max | util % p50 | clock events (share of samples) |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    for r in rows {
+        let Some(g) = &r.gpu else {
+            let _ = writeln!(
+                s,
+                "| {} | {} {} | {} | 0 | – | – | – | – | – | no sample in the window |",
+                r.run,
+                r.phase,
+                r.cell,
+                r.step_p50_ms.map_or("–".to_owned(), |v| format!("{v:.1}")),
+            );
+            continue;
+        };
+        let events = if g.reason_samples == 0 {
+            "not read".to_owned()
+        } else if g.reasons.is_empty() {
+            "none".to_owned()
+        } else {
+            g.reasons
+                .iter()
+                .map(|(n, share)| format!("{n} {:.0}%", share * 100.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} {} | {} | {} | {} / {} ({}) | {} | {} | {} | {} | {} |",
+            r.run,
+            r.phase,
+            r.cell,
+            r.step_p50_ms.map_or("–".to_owned(), |v| format!("{v:.1}")),
+            g.samples,
+            f0(g.sm_mhz_p50),
+            f0(g.sm_mhz_min),
+            f0(g.max_sm_mhz),
+            f0(g.mem_mhz_p50),
+            f0(g.power_w_p50),
+            f0(g.temp_c_max),
+            f0(g.util_pct_p50),
+            events,
+        );
+    }
+    s += "\nGPU columns: nvidia-smi once a second inside the cell's measurement window (end of warm-up to last send); p50s numpy-linear; clock events: NVML's active clock-event (throttle) reasons, with the share of samples each was active in.\n";
     s
 }
 

@@ -222,6 +222,8 @@ fn run() -> anyhow::Result<ExitCode> {
             pipeline::eprint_warnings(&ds.warnings);
             let rows = connector_tax::diagnose::diagnose(&ds);
             print!("{}", connector_tax::diagnose::markdown(&rows));
+            let (gpu, errors) = connector_tax::diagnose::gpu_cells(&ds);
+            print!("{}", connector_tax::diagnose::gpu_markdown(&gpu, &errors));
         }
         Cmd::CalibrateNoise {
             seeds,

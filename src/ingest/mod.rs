@@ -17,6 +17,7 @@ pub(crate) mod engine_log;
 pub(crate) mod env;
 pub mod frames;
 pub(crate) mod gpu_model;
+pub mod gpu_telemetry;
 pub(crate) mod jsonl;
 pub(crate) mod machine;
 pub(crate) mod names;

@@ -1,7 +1,8 @@
 //! One server launch on one slot: `config.json` and `env.txt`, the server in its own process
 //! group (pinned to the slot's CPUs, on the slot's GPU and ports), `/v1/models` 200, the
 //! collector (pinned to the same CPUs), the server stopped, the step logs cut per cell, quick
-//! per-cell statistics, where each cell ran, and a manifest row.
+//! per-cell statistics, where each cell ran, and a manifest row; on a GPU, nvidia-smi samples
+//! the GPU beside it all (`gpu_telemetry`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -15,7 +16,7 @@ use super::plan::Unit;
 use super::resume::{self, Todo};
 use super::server::{self, Kind, Server, Spec, unix_ms};
 use super::slots::Slot;
-use super::{Ctx, Outcome, is_vllm, manifest, profile, signals, stages, steps};
+use super::{Ctx, Outcome, gpu_telemetry, is_vllm, manifest, profile, signals, stages, steps};
 
 /// Runs `unit` (the cells of `cells` not already complete) on `slot`.
 pub(crate) fn run(
@@ -139,6 +140,17 @@ pub(crate) fn run(
         .status();
 
     let spec = server_spec(ctx, slot, config, &dir);
+    // The GPU's clocks, power and temperature beside the launch (a GPU slot only), until the
+    // server has stopped: dropped below, or with this function on an early return.
+    let telemetry = slot.gpu_uuid.as_deref().and_then(|gpu| {
+        gpu_telemetry::start(
+            Path::new("nvidia-smi"),
+            &dir,
+            gpu,
+            &manifest::stamp(started),
+            &format!("{config} l{launch}"),
+        )
+    });
     let t0 = Instant::now();
     eprintln!(
         "[ctax] {config} l{launch} stage {stage}: launching ({} cells) on {} -> {}",
@@ -198,6 +210,7 @@ pub(crate) fn run(
     crate::fsutil::write_json_atomic(&plan, &serde_json::json!({ "cells": todo }))?;
     let code = run_collector(ctx, slot, config, launch, &plan, &dir)?;
     let stop_s = srv.stop(&spec);
+    drop(telemetry);
     eprintln!("[ctax] {config} l{launch}: collector exit {code}, server stopped in {stop_s:.1} s");
 
     let mut summary = resume::read_summary(&dir);

@@ -24,6 +24,7 @@
 mod anchor;
 pub mod archive;
 mod end_by;
+mod gpu_telemetry;
 mod http;
 pub mod killed;
 mod launch;

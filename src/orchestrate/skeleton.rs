@@ -187,9 +187,11 @@ fn all_complete(dir: &Path) -> bool {
     !s.cells.is_empty() && s.cells.values().all(|h| h.complete)
 }
 
-/// A run directory's raw file (in any stored form): per-cell JSONL, raw step log, server log.
+/// A run directory's raw file (in any stored form): per-cell JSONL, raw step log, server log,
+/// GPU telemetry (nothing a resume reads).
 fn is_raw(name: &str) -> bool {
     archive::is_raw_name(ctax_schema::plain_name(name))
+        || name.starts_with(crate::ingest::gpu_telemetry::PREFIX)
 }
 
 /// Copies `src` into `dst`; with `skeletal`, its raw files and `superseded/` are left out (and
@@ -301,6 +303,8 @@ pub(crate) mod tests {
                 "engine_step_raw.123.jsonl.zst",
                 "vllm_stderr.log.zst",
                 "vllm_stdout.log",
+                "gpu_telemetry_20261201-000000.csv",
+                "gpu_telemetry_20261201-000000.json",
                 "superseded/1/requests_A_r2_i4096_o256.jsonl",
             ] {
                 std::fs::write(d.join(f), b"0123456789").unwrap();
@@ -352,9 +356,9 @@ pub(crate) mod tests {
             m.whole,
             vec!["20261201-000100_plain_l1", "20261201-000200_plain_l2"]
         );
-        // l0 leaves out its 6 raw files (request columns among them) and superseded/ (1
-        // file), 10 bytes each.
-        assert_eq!((m.files_left_out, m.bytes_left_out), (7, 70));
+        // l0 leaves out its 6 raw files (request columns among them), its GPU telemetry (2
+        // files) and superseded/ (1 file), 10 bytes each.
+        assert_eq!((m.files_left_out, m.bytes_left_out), (9, 90));
         let l0 = dest.join("20261201-000000_plain_l0");
         for kept in [
             "config.json",
@@ -371,6 +375,8 @@ pub(crate) mod tests {
             "engine_step_raw.123.jsonl.zst",
             "vllm_stderr.log.zst",
             "vllm_stdout.log",
+            "gpu_telemetry_20261201-000000.csv",
+            "gpu_telemetry_20261201-000000.json",
             "superseded",
         ] {
             assert!(!l0.join(gone).exists(), "{gone} copied");

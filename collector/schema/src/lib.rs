@@ -25,6 +25,8 @@
 //!     metrics_<phase>_<cell>.jsonl[.zst]      MetricsSample, one per line
 //!     engine_step_<phase>_<cell>.jsonl[.zst]  StepRecord, one per line
 //!     summary.json              RunSummary (collector health per cell + per-cell statistics)
+//!     gpu_telemetry_<stamp>.csv|.json  on a GPU: nvidia-smi samples beside the launch (written
+//!                               and read by the ctax crate, not by the collector)
 //!   analysis/                   written by `ctax analyze`
 //! ```
 //!
