@@ -875,6 +875,8 @@ fn a_detectable_aa_tax_marks_the_dataset_unstable() {
             .unwrap_or_else(|| panic!("A/A of {c}"))
     };
     assert!(aa("noop_connector").unstable, "{:?}", aa("noop_connector"));
+    // Two launches: leaving one out leaves no A/A, so none is named.
+    assert_eq!(aa("noop_connector").without_one, None);
     assert!(!aa("plain").unstable, "{:?}", aa("plain"));
     assert_eq!(aa("plain").launches_a, vec![0]);
     assert_eq!(aa("plain").launches_b, vec![1]);
@@ -887,6 +889,64 @@ fn a_detectable_aa_tax_marks_the_dataset_unstable() {
     );
     let h1 = r.verdicts.hypotheses.iter().find(|v| v.id == "h1").unwrap();
     assert!(h1.reason.starts_with("UNSTABLE DATASET"), "{}", h1.reason);
+}
+
+/// Truth: four launches of each config on one machine; noop_connector's l1 alone ran 60%
+/// slower. Its A/A (l0, l2 vs l1, l3) excludes 0. Left out one at a time, only l1's absence
+/// leaves launches that agree (l0, l3 vs l2: the same truth), so the leave-one-out names l1
+/// alone, its A/A straddles 0 in TTFT and TPOT, and the warning says so while the dataset stays
+/// marked unstable.
+#[test]
+fn an_unstable_aa_names_the_one_launch_that_makes_it() {
+    let mut s = spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig {
+            slow_launch: Some((1, 1.6)),
+            ..SynthConfig::new("noop_connector", 1.0, 1.0)
+        },
+        SynthConfig::new("mooncake_both", 1.0, 1.0),
+    ]);
+    s.launches = 4;
+    let r = run(&s);
+    let aa = r
+        .summary
+        .aa_taxes
+        .iter()
+        .find(|a| a.config == "noop_connector" && a.context == TaxContext::RefSafe)
+        .expect("noop A/A");
+    assert!(aa.unstable, "{aa:?}");
+    assert_eq!(
+        (aa.launches_a.clone(), aa.launches_b.clone()),
+        (vec![0, 2], vec![1, 3])
+    );
+    let w = aa.without_one.as_ref().expect("leave-one-out worked out");
+    assert_eq!(w.tried, vec![0, 1, 2, 3]);
+    let named: Vec<u32> = w.straddling.iter().map(|x| x.launch).collect();
+    assert_eq!(named, vec![1], "{w:?}");
+    assert_eq!(
+        (
+            w.straddling[0].launches_a.clone(),
+            w.straddling[0].launches_b.clone()
+        ),
+        (vec![0, 3], vec![2])
+    );
+    for v in [&w.straddling[0].ttft_p90, &w.straddling[0].tpot_p90] {
+        let v = v.as_ref().unwrap().value;
+        assert!(v.lo.unwrap() < 0.0 && v.hi.unwrap() > 0.0, "{v:?}");
+    }
+    assert!(r.verdicts.unstable);
+    assert!(
+        r.summary
+            .warnings
+            .iter()
+            .any(|x| x.starts_with("UNSTABLE DATASET")
+                && x.contains("noop_connector")
+                && x.contains(
+                ". Without noop_connector l1 alone (the rest: l0, l3 vs l2) it straddles 0 (TTFT p90 "
+            )),
+        "{:?}",
+        r.summary.warnings
+    );
 }
 
 /// Truth: plain and mooncake_both ran l0 on machine 0 and l1, l2 on machine 1; noop_connector

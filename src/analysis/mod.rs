@@ -557,7 +557,7 @@ fn noise_warnings(noise: &launch_noise::LaunchNoiseSummary, aa: &[model::AaTax])
             )
         };
         out.push(format!(
-            "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable{own}{}",
+            "UNSTABLE DATASET: the A/A tax of {} in {} {} (launches {:?} vs {:?}) excludes 0: TTFT p90 {}, TPOT p90 {}. Identical configs differ by more than the CIs allow, so every verdict of this dataset is marked unstable{own}{}{}",
             a.config,
             a.phase.label(),
             a.cell,
@@ -565,10 +565,57 @@ fn noise_warnings(noise: &launch_noise::LaunchNoiseSummary, aa: &[model::AaTax])
             a.launches_b,
             show(&a.ttft_p90),
             show(&a.tpot_p90),
-            aa_drift(a)
+            aa_drift(a),
+            aa_without_one(a, show)
         ));
     }
     out
+}
+
+/// For an unstable A/A: which single launch, left out, leaves the rest's A/A straddling 0
+/// ([`model::AaTax::without_one`]), or that none does. Empty where it was not worked out.
+fn aa_without_one(a: &model::AaTax, show: impl Fn(&Option<model::TaxValue>) -> String) -> String {
+    let Some(w) = &a.without_one else {
+        return String::new();
+    };
+    if w.straddling.is_empty() {
+        return format!(
+            ". No single launch of {} explains it: without any one of {} the A/A of the rest still excludes 0",
+            a.config,
+            words::launch_list(&w.tried)
+        );
+    }
+    // Launches whose absence leaves the same rest (one of a machine's two) share one clause.
+    let mut rests: Vec<(Vec<u32>, &model::AaWithout)> = Vec::new();
+    for x in &w.straddling {
+        match rests
+            .iter_mut()
+            .find(|(_, r)| (&r.launches_a, &r.launches_b) == (&x.launches_a, &x.launches_b))
+        {
+            Some((ls, _)) => ls.push(x.launch),
+            None => rests.push((vec![x.launch], x)),
+        }
+    }
+    let each: Vec<String> = rests
+        .iter()
+        .map(|(ls, x)| {
+            let who: Vec<String> = ls.iter().map(|l| format!("l{l}")).collect();
+            format!(
+                "without {} {} alone (the rest: {} vs {}) it straddles 0 (TTFT p90 {}, TPOT p90 {})",
+                a.config,
+                who.join(" or "),
+                words::launch_list(&x.launches_a),
+                words::launch_list(&x.launches_b),
+                show(&x.ttft_p90),
+                show(&x.tpot_p90)
+            )
+        })
+        .collect();
+    // Each item starts "without": the sentence starts "Without".
+    format!(
+        ". W{}; no launch is dropped after the fact, and the Cells table has each launch's own rows",
+        &each.join("; ")[1..]
+    )
 }
 
 /// For an A/A whose halves ran the cell one after the other on every machine
@@ -766,6 +813,7 @@ mod aa_drift_tests {
             tpot_p90: value(0.037, 0.004, 0.071, Detection::Tax),
             unstable: true,
             in_time,
+            without_one: None,
         }
     }
 
@@ -795,5 +843,61 @@ mod aa_drift_tests {
         );
         assert_eq!(aa_drift(&aa(Some(AaHalvesInTime::Mixed))), "");
         assert_eq!(aa_drift(&aa(None)), "");
+    }
+
+    /// The warning names the launch whose absence lets the rest's A/A straddle 0, with the
+    /// rest's halves and numbers (two launches leaving the same rest share a clause: one of a
+    /// machine's two launches takes the machine out), or says that none does among the launches
+    /// tried; nothing where the leave-one-out was not worked out (too few launches).
+    #[test]
+    fn an_unstable_aa_names_the_launch_without_which_it_straddles_0() {
+        use super::model::{AaLeaveOneOut, AaWithout};
+        let noise = launch_noise::LaunchNoiseSummary::default();
+        let mut a = aa(None);
+        a.without_one = Some(AaLeaveOneOut {
+            tried: vec![6, 7, 8, 9],
+            straddling: vec![
+                AaWithout {
+                    launch: 6,
+                    launches_a: vec![8],
+                    launches_b: vec![9],
+                    ttft_p90: value(0.02, -0.03, 0.07, Detection::Inconclusive),
+                    tpot_p90: value(0.01, -0.01, 0.03, Detection::Inconclusive),
+                },
+                AaWithout {
+                    launch: 7,
+                    launches_a: vec![8],
+                    launches_b: vec![9],
+                    ttft_p90: value(0.02, -0.03, 0.07, Detection::Inconclusive),
+                    tpot_p90: value(0.01, -0.01, 0.03, Detection::Inconclusive),
+                },
+                AaWithout {
+                    launch: 9,
+                    launches_a: vec![6, 8],
+                    launches_b: vec![7],
+                    ttft_p90: value(0.04, -0.01, 0.09, Detection::Inconclusive),
+                    tpot_p90: value(0.02, -0.01, 0.05, Detection::Inconclusive),
+                },
+            ],
+        });
+        let w = noise_warnings(&noise, std::slice::from_ref(&a));
+        let w = w
+            .iter()
+            .find(|w| w.starts_with("UNSTABLE DATASET"))
+            .unwrap();
+        assert!(
+            w.ends_with(
+                ". Without plain l6 or l7 alone (the rest: l8 vs l9) it straddles 0 (TTFT p90 +2.0% [-3.0%, +7.0%], TPOT p90 +1.0% [-1.0%, +3.0%]); without plain l9 alone (the rest: l6, l8 vs l7) it straddles 0 (TTFT p90 +4.0% [-1.0%, +9.0%], TPOT p90 +2.0% [-1.0%, +5.0%]); no launch is dropped after the fact, and the Cells table has each launch's own rows"
+            ),
+            "{w}"
+        );
+        a.without_one.as_mut().unwrap().straddling.clear();
+        assert!(
+            aa_without_one(&a, |_| String::new()).ends_with(
+                "No single launch of plain explains it: without any one of l6, l7, l8, l9 the A/A of the rest still excludes 0"
+            )
+        );
+        a.without_one = None;
+        assert_eq!(aa_without_one(&a, |_| String::new()), "");
     }
 }

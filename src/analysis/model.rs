@@ -435,6 +435,34 @@ pub struct AaTax {
     /// recorded cell times (nothing is known about their order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_time: Option<AaHalvesInTime>,
+    /// Only for an unstable A/A, and only where leaving a launch out still leaves an A/A (a
+    /// machine with two launches of the config): which single launch, left out, lets the rest's
+    /// A/A straddle 0. It names; it never lifts the mark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_one: Option<AaLeaveOneOut>,
+}
+
+/// The A/A of an unstable config's launches without each one of them ([`AaTax::without_one`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AaLeaveOneOut {
+    /// The launches whose absence still leaves an A/A of the rest (split again by launch order
+    /// on each machine), sorted.
+    pub tried: Vec<u32>,
+    /// Those whose absence leaves an A/A straddling 0 in both metrics, with that A/A; empty:
+    /// no single launch explains the disagreement.
+    pub straddling: Vec<AaWithout>,
+}
+
+/// The A/A of a config's launches without one of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AaWithout {
+    pub launch: u32,
+    /// The halves of the rest's A/A (leaving out one of a machine's two launches leaves that
+    /// machine out of it: two launches can leave the same rest).
+    pub launches_a: Vec<u32>,
+    pub launches_b: Vec<u32>,
+    pub ttft_p90: Option<TaxValue>,
+    pub tpot_p90: Option<TaxValue>,
 }
 
 /// Which half of an A/A ran its cell first on every machine it split.

@@ -26,8 +26,8 @@ use ctax_schema::{Phase, ReferenceRates};
 use super::cells::rep_key;
 use super::launch_noise::{NoiseModel, detection_without_noise};
 use super::model::{
-    AaTax, CellKey, CellStats, Detection, Estimate, OneMachine, Tax, TaxContext, TaxValue,
-    config_order,
+    AaLeaveOneOut, AaTax, AaWithout, CellKey, CellStats, Detection, Estimate, OneMachine, Tax,
+    TaxContext, TaxValue, config_order,
 };
 use super::replicates::{Replicator, Reps, combine2, combine3};
 use super::same_cell::CellAt;
@@ -643,9 +643,52 @@ impl TaxEngine<'_> {
     /// `None` when no machine ran two of its launches: launches on different machines differ by
     /// the machines as well, which the machine effect (not an A/A) reports.
     fn aa(&self, config: &str, context: TaxContext, phase: Phase, cell: &str) -> Option<AaTax> {
+        let mut aa = self.aa_without(config, context, phase, cell, None)?;
+        if aa.unstable {
+            // Which single launch, left out, brings the A/A back to straddling 0 (the rest
+            // split again by launch order on each machine): a reader then knows whether one
+            // launch or the launches at large disagree. The mark itself stays.
+            let mut launches: Vec<u32> = aa
+                .launches_a
+                .iter()
+                .chain(&aa.launches_b)
+                .copied()
+                .collect();
+            launches.sort_unstable();
+            let (mut tried, mut straddling) = (Vec::new(), Vec::new());
+            for l in launches {
+                let Some(rest) = self.aa_without(config, context, phase, cell, Some(l)) else {
+                    continue;
+                };
+                tried.push(l);
+                if !rest.unstable {
+                    straddling.push(AaWithout {
+                        launch: l,
+                        launches_a: rest.launches_a,
+                        launches_b: rest.launches_b,
+                        ttft_p90: rest.ttft_p90,
+                        tpot_p90: rest.tpot_p90,
+                    });
+                }
+            }
+            aa.without_one = (!tried.is_empty()).then_some(AaLeaveOneOut { tried, straddling });
+        }
+        Some(aa)
+    }
+
+    /// The A/A of `config`'s launches in the cell, `without` one of them.
+    fn aa_without(
+        &self,
+        config: &str,
+        context: TaxContext,
+        phase: Phase,
+        cell: &str,
+        without: Option<u32>,
+    ) -> Option<AaTax> {
         let split = |m: Metric| -> (Vec<LaunchStat>, Vec<LaunchStat>) {
             let mut by: BTreeMap<String, Vec<LaunchStat>> = BTreeMap::new();
             let mut ls = self.launch_stats(config, phase, cell, m);
+            ls.retain(|l| Some(l.launch) != without);
             self.block_by_place(phase, cell, &mut [(config, &mut ls)]);
             for l in ls {
                 by.entry(l.machine.clone()).or_default().push(l);
@@ -688,6 +731,7 @@ impl TaxEngine<'_> {
             tpot_p90,
             unstable,
             in_time: None,
+            without_one: None,
         })
     }
 
