@@ -92,20 +92,32 @@ fn narrow_log(x: &mut serde_json::Value, f: f64) {
     }
 }
 
-/// A fresh `ctax report` of the H100 root in a temporary directory: the directory (kept alive by
-/// the caller, who writes changed copies there) and its `summary.json` and `verdicts.json`.
+/// The H100 root's `summary.json` and `verdicts.json` from one fresh `ctax report`, rendered
+/// once for every test of this file that reads them (each render takes ~10 s).
+static H100_RENDER: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// A temporary directory (kept alive by the caller, who writes changed copies there) holding
+/// the H100 root's fresh `summary.json` and `verdicts.json`, and their paths.
 fn render_h100() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let (summary_text, verdicts_text) = H100_RENDER.get_or_init(|| {
+        let out = tempfile::tempdir().unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
+            .arg("report")
+            .arg(repo().join("results/h100-2026-12-05"))
+            .arg("--out")
+            .arg(out.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let read = |f: &str| std::fs::read_to_string(out.path().join("data").join(f)).unwrap();
+        (read("summary.json"), read("verdicts.json"))
+    });
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_ctax"))
-        .arg("report")
-        .arg(repo().join("results/h100-2026-12-05"))
-        .arg("--out")
-        .arg(tmp.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
     let (summary, verdicts) = (data.join("summary.json"), data.join("verdicts.json"));
+    std::fs::write(&summary, summary_text).unwrap();
+    std::fs::write(&verdicts, verdicts_text).unwrap();
     (tmp, summary, verdicts)
 }
 
