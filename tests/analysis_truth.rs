@@ -3,7 +3,7 @@
 //! truth it injects and what the engine must conclude.
 
 use connector_tax::analysis::AnalyzeOptions;
-use connector_tax::analysis::model::{AnalysisResult, Detection, TaxContext};
+use connector_tax::analysis::model::{AaTax, AnalysisResult, Detection, TaxContext};
 use connector_tax::pipeline::evaluate;
 use connector_tax::synth::{SynthConfig, SynthSpec, generate};
 use connector_tax::verdicts::{VerdictKind, Verdicts};
@@ -60,6 +60,28 @@ fn reason_of(v: &Verdicts, id: &str) -> String {
         .unwrap_or_else(|| panic!("no verdict {id}"))
         .reason
         .clone()
+}
+
+/// plain, noop_connector whose launch 1 alone ran 60% slower (a degraded server), and
+/// mooncake_both, two launches each ([`spec`]).
+fn slow_noop_spec() -> SynthSpec {
+    spec(vec![
+        SynthConfig::new("plain", 1.0, 1.0),
+        SynthConfig {
+            slow_launch: Some((1, 1.6)),
+            ..SynthConfig::new("noop_connector", 1.0, 1.0)
+        },
+        SynthConfig::new("mooncake_both", 1.0, 1.0),
+    ])
+}
+
+/// `config`'s A/A tax at ref_safe.
+fn ref_safe_aa<'a>(r: &'a R, config: &str) -> &'a AaTax {
+    r.summary
+        .aa_taxes
+        .iter()
+        .find(|a| a.config == config && a.context == TaxContext::RefSafe)
+        .unwrap_or_else(|| panic!("A/A of {config} at ref_safe"))
 }
 
 fn ref_safe_tax<'a>(r: &'a R, config: &str) -> &'a connector_tax::analysis::model::Tax {
@@ -857,23 +879,10 @@ fn launches_are_counted_per_phase() {
 /// loud warning names it, and every tax verdict says so; plain's A/A straddles 0.
 #[test]
 fn a_detectable_aa_tax_marks_the_dataset_unstable() {
-    let mut s = spec(vec![
-        SynthConfig::new("plain", 1.0, 1.0),
-        SynthConfig {
-            slow_launch: Some((1, 1.6)),
-            ..SynthConfig::new("noop_connector", 1.0, 1.0)
-        },
-        SynthConfig::new("mooncake_both", 1.0, 1.0),
-    ]);
+    let mut s = slow_noop_spec();
     s.phase_a_rates = vec![1.0, 1.5, 2.0, 3.0, 4.0];
     let r = run(&s);
-    let aa = |c: &str| {
-        r.summary
-            .aa_taxes
-            .iter()
-            .find(|a| a.config == c && a.context == TaxContext::RefSafe)
-            .unwrap_or_else(|| panic!("A/A of {c}"))
-    };
+    let aa = |c: &str| ref_safe_aa(&r, c);
     assert!(aa("noop_connector").unstable, "{:?}", aa("noop_connector"));
     // Two launches: leaving one out leaves no A/A, so none is named.
     assert_eq!(aa("noop_connector").without_one, None);
@@ -898,22 +907,10 @@ fn a_detectable_aa_tax_marks_the_dataset_unstable() {
 /// marked unstable.
 #[test]
 fn an_unstable_aa_names_the_one_launch_that_makes_it() {
-    let mut s = spec(vec![
-        SynthConfig::new("plain", 1.0, 1.0),
-        SynthConfig {
-            slow_launch: Some((1, 1.6)),
-            ..SynthConfig::new("noop_connector", 1.0, 1.0)
-        },
-        SynthConfig::new("mooncake_both", 1.0, 1.0),
-    ]);
+    let mut s = slow_noop_spec();
     s.launches = 4;
     let r = run(&s);
-    let aa = r
-        .summary
-        .aa_taxes
-        .iter()
-        .find(|a| a.config == "noop_connector" && a.context == TaxContext::RefSafe)
-        .expect("noop A/A");
+    let aa = ref_safe_aa(&r, "noop_connector");
     assert!(aa.unstable, "{aa:?}");
     assert_eq!(
         (aa.launches_a.clone(), aa.launches_b.clone()),
@@ -977,12 +974,7 @@ fn an_aa_is_judged_against_the_others_noise_not_its_own_lack_of_fit() {
     s.launch_sigma = 0.02;
     s.machine_levels = vec![1.0, 0.9];
     let r = run(&s);
-    let aa = r
-        .summary
-        .aa_taxes
-        .iter()
-        .find(|a| a.config == "noop_connector" && a.context == TaxContext::RefSafe)
-        .expect("noop A/A");
+    let aa = ref_safe_aa(&r, "noop_connector");
     assert_eq!(
         (aa.launches_a.clone(), aa.launches_b.clone()),
         (vec![0], vec![1])
@@ -1285,12 +1277,7 @@ fn taxes_compare_launches_on_the_same_machine() {
     assert!(pv.var.sqrt().exp_m1() < 0.07, "{pv:?}");
     // plain's A/A compares launches on one machine: it straddles 0 although the machines
     // differ by 25%.
-    let aa = r
-        .summary
-        .aa_taxes
-        .iter()
-        .find(|a| a.config == "plain" && a.context == TaxContext::RefSafe)
-        .expect("plain A/A");
+    let aa = ref_safe_aa(&r, "plain");
     assert!(!aa.unstable, "{aa:?}");
     assert_eq!(aa.machines.len(), 2);
     // Its noise leaves plain's own spread out but keeps the machines plain links (its launches

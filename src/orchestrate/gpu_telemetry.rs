@@ -40,11 +40,8 @@ impl Drop for Sampler {
 /// refuses even [`FIELDS`].
 fn accepted_fields(smi: &Path, gpu: &str) -> Result<Vec<String>, String> {
     let query = |fields: &[&str]| -> Result<(), String> {
-        let out = Command::new(smi)
-            .arg(format!("--id={gpu}"))
-            .arg(format!("--query-gpu={}", fields.join(",")))
+        let out = query_gpu(smi, gpu, &fields.join(","))
             .arg("--format=csv,noheader")
-            .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("{}: {e}", smi.display()))?;
         if out.status.success() {
@@ -64,6 +61,16 @@ fn accepted_fields(smi: &Path, gpu: &str) -> Result<Vec<String>, String> {
     }
     query(&FIELDS)?;
     Ok(FIELDS.iter().map(|f| (*f).to_owned()).collect())
+}
+
+/// `nvidia-smi --id=GPU --query-gpu=FIELDS` (comma-joined), stdin closed: the command both the
+/// probe and the sampler run, each adding its own format and output.
+fn query_gpu(smi: &Path, gpu: &str, fields: &str) -> Command {
+    let mut cmd = Command::new(smi);
+    cmd.arg(format!("--id={gpu}"))
+        .arg(format!("--query-gpu={fields}"))
+        .stdin(Stdio::null());
+    cmd
 }
 
 /// Seconds east of UTC of this process's local time (nvidia-smi, our child, stamps its rows in
@@ -98,8 +105,9 @@ pub(crate) fn start(
         }
     };
     let csv = dir.join(format!("{PREFIX}{stamp}.csv"));
+    let joined = fields.join(",");
     let meta = TelemetryMeta {
-        fields: fields.clone(),
+        fields,
         period_ms: PERIOD_MS,
         utc_offset_s: utc_offset_s(),
         started_unix_ms: super::server::unix_ms(),
@@ -109,7 +117,7 @@ pub(crate) fn start(
         eprintln!("[ctax] warning: {label}: no GPU telemetry (writing its sidecar: {e})");
         return None;
     }
-    let mut cmd = Command::new(smi);
+    let mut cmd = query_gpu(smi, gpu, &joined);
     // SAFETY: prctl only, async-signal-safe: the sampler stops if ctax dies before dropping it.
     unsafe {
         cmd.pre_exec(|| {
@@ -118,12 +126,9 @@ pub(crate) fn start(
         });
     }
     let child = cmd
-        .arg(format!("--id={gpu}"))
-        .arg(format!("--query-gpu={}", fields.join(",")))
         .arg("--format=csv")
         .arg(format!("--loop-ms={PERIOD_MS}"))
         .arg(format!("--filename={}", csv.display()))
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
